@@ -1,0 +1,118 @@
+"""The engines' CLI flags (shipped facts): does a flag exist, in which versions, what replaced it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+from packaging.version import InvalidVersion, Version
+
+DATA = Path(__file__).resolve().parent / "data" / "flags"
+
+try:
+    _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+
+@dataclass(frozen=True)
+class FlagInfo:
+    flag: str
+    dest: str
+    takes_value: bool | None
+    first_seen: str | None = None
+    removed_in: str | None = None
+    last_seen: str | None = None
+    deprecated_in: str | None = None
+    replacement: str | None = None
+    aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
+    default: object = None
+
+
+def _ver(s: str | None) -> Version | None:
+    if not s:
+        return None
+    try:
+        return Version(s.lstrip("<=v"))
+    except InvalidVersion:
+        return None
+
+
+def flag_name(spec: str) -> str:
+    """`--mem-fraction-static 0.8` / `--exit-on-error=false` -> the bare flag."""
+    return spec.strip().split()[0].split("=", 1)[0]
+
+
+class FlagIndex:
+    def __init__(self, engine: str, entries: list[dict], version: str | None) -> None:
+        self.engine = engine
+        self.version = version
+        self.by_name: dict[str, FlagInfo] = {}
+        self.by_dest: dict[str, FlagInfo] = {}
+        for e in entries:
+            name = e["flag"]
+            info = FlagInfo(
+                flag=name,
+                dest=e.get("dest") or name.lstrip("-").replace("-", "_"),
+                takes_value=e.get("takes_value"),
+                first_seen=e.get("first_seen") or None,
+                removed_in=e.get("removed_in") or None,
+                last_seen=e.get("last_seen") or None,
+                deprecated_in=e.get("deprecated_in") or None,
+                replacement=e.get("replacement") or None,
+                aliases=tuple(e.get("aliases") or ()) + tuple(e.get("hidden_aliases") or ()),
+                choices=tuple(e.get("choices") or ()),
+                default=e.get("default"),
+            )
+            self.by_name.setdefault(name, info)
+            for a in info.aliases:
+                self.by_name.setdefault(a, info)
+            self.by_dest.setdefault(info.dest, info)
+
+    def get(self, flag: str) -> FlagInfo | None:
+        name = flag_name(flag)
+        info = self.by_name.get(name)
+        if info is None and self.engine == "vllm":
+            info = self.by_name.get(name.replace("_", "-"))  # vLLM accepts underscores
+        if info is None and name.startswith("--no-"):
+            info = self.by_name.get("--" + name[5:])
+        return info
+
+    def exists(self, flag: str) -> bool:
+        return self.get(flag) is not None
+
+    def status(self, flag: str, version: str | None) -> tuple[str, str | None]:
+        """('ok' | 'unknown' | 'removed' | 'not-yet' | 'deprecated', detail) for a version."""
+        info = self.get(flag)
+        if info is None:
+            return "unknown", None
+        v = _ver(version)
+        if v is None:
+            if info.removed_in:
+                return "removed", f"{info.flag} exists only up to {info.last_seen or '?'} (removed in {info.removed_in})"
+            if info.deprecated_in:
+                return "deprecated", (f"{info.flag} is deprecated since {info.deprecated_in}; "
+                                      f"use {info.replacement} from {info.deprecated_in} on")
+            return "ok", None
+        first = _ver(info.first_seen)
+        if first is not None and v < first and not (info.first_seen or "").startswith("<="):
+            return "not-yet", f"{info.flag} first appeared in {info.first_seen}"
+        removed = _ver(info.removed_in)
+        if removed is not None and v >= removed:
+            return "removed", f"{info.flag} was removed in {info.removed_in}"
+        dep = _ver(info.deprecated_in)
+        if dep is not None and v >= dep:
+            return "deprecated", f"{info.flag} is deprecated since {info.deprecated_in}; use {info.replacement}"
+        return "ok", None
+
+
+@lru_cache(maxsize=None)
+def flag_index(engine: str) -> FlagIndex | None:
+    path = DATA / f"{engine}.yaml"
+    if not path.exists():
+        return None
+    doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
+    return FlagIndex(engine, doc.get("flags") or [], doc.get("version"))

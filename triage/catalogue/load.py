@@ -1,0 +1,221 @@
+"""Load catalogue YAML into models; errors name file, line and field.
+
+YAML is read with PyYAML's safe loader (nothing in a file is executed), C-accelerated when
+available. Aliases are refused outright: a catalogue entry never needs them, and refusing
+them closes the door on exponential "billion laughs" expansion.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import regex
+import yaml
+from pydantic import ValidationError
+
+from triage.catalogue.models import SignatureSpec, WorkaroundSpec
+from triage.errors import CatalogueError
+
+try:
+    _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
+except AttributeError:  # pragma: no cover - pure-Python PyYAML
+    _Loader = yaml.SafeLoader
+
+MAX_FILE = 512 * 1024
+
+
+@dataclass
+class Signature:
+    spec: SignatureSpec
+    path: str
+    patterns: list[regex.Pattern[str]]
+    frame_rx: list[str]
+
+
+@dataclass
+class Catalogue:
+    signatures: dict[str, Signature] = field(default_factory=dict)
+    workarounds: dict[str, WorkaroundSpec] = field(default_factory=dict)
+    workaround_paths: dict[str, str] = field(default_factory=dict)
+    dirs: list[str] = field(default_factory=list)
+
+    def keywords(self) -> set[str]:
+        return {k for s in self.signatures.values() for k in s.spec.keywords}
+
+
+def builtin_dirs() -> list[Path]:
+    """The catalogue shipped with the code: the repository's top level when run from a
+    checkout, else the copy the build placed inside the package."""
+    here = Path(__file__).resolve()
+    repo = here.parents[2]
+    if (repo / "signatures").is_dir() and (repo / "workarounds").is_dir() and (repo / "pyproject.toml").exists():
+        return [repo]
+    packaged = here.parent / "builtin"
+    if (packaged / "signatures").is_dir():
+        return [packaged]
+    raise CatalogueError("the built-in catalogue is missing from this installation (reinstall triage)")
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """Line (1-based) of the YAML node at a pydantic error location."""
+    cur = node
+    best = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(cur, yaml.MappingNode):
+            nxt = None
+            for k, v in cur.value:
+                if isinstance(k, yaml.ScalarNode) and k.value == part:
+                    nxt = v
+                    best = k.start_mark.line + 1
+                    break
+            cur = nxt
+        elif isinstance(cur, yaml.SequenceNode) and isinstance(part, int) and part < len(cur.value):
+            cur = cur.value[part]
+            best = cur.start_mark.line + 1
+        else:
+            break
+        if cur is None:
+            break
+    return best
+
+
+def _reject_aliases(node: yaml.Node, path: str) -> None:
+    stack = [node]
+    seen = 0
+    while stack:
+        n = stack.pop()
+        seen += 1
+        if seen > 100_000:
+            raise CatalogueError(f"{path}: too many YAML nodes")
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                stack.extend((k, v))
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+
+
+def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE:
+            raise CatalogueError(f"{path}: {size} bytes, larger than a catalogue entry may be ({MAX_FILE})")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise CatalogueError(f"{path}: not UTF-8 text") from None
+    except OSError as e:
+        raise CatalogueError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        for ev in yaml.parse(text, Loader=_Loader):
+            if isinstance(ev, yaml.AliasEvent):
+                mark = ev.start_mark
+                raise CatalogueError(f"{path}:{mark.line + 1}: YAML aliases (*name) are not allowed in the catalogue")
+        node = yaml.compose(text, Loader=_Loader)
+        if node is None:
+            raise CatalogueError(f"{path}:1: empty file")
+        _reject_aliases(node, str(path))
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - safe loader, see _Loader
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise CatalogueError(f"{path}{where}: invalid YAML: {problem}") from None
+    return data, node
+
+
+def _format_validation(path: Path, node: yaml.Node | None, err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = tuple(first["loc"])
+    line = _line_of(node, loc)
+    fld = ".".join(str(x) for x in loc) or "(entry)"
+    more = f" (+{err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{path}:{line or 1}: field '{fld}': {first['msg']}{more}"
+
+
+def compile_pattern(p: str) -> regex.Pattern[str]:
+    return regex.compile(p, regex.V0)
+
+
+def load_signature(path: Path) -> Signature:
+    data, node = read_yaml(path)
+    if not isinstance(data, dict):
+        raise CatalogueError(f"{path}:1: a signature must be a mapping of fields")
+    try:
+        spec = SignatureSpec.model_validate(data)
+    except ValidationError as e:
+        raise CatalogueError(_format_validation(path, node, e)) from None
+    pats = []
+    for i, p in enumerate(spec.patterns):
+        try:
+            pats.append(compile_pattern(p))
+        except regex.error as e:
+            line = _line_of(node, ("patterns", i))
+            raise CatalogueError(f"{path}:{line}: field 'patterns.{i}': invalid regex: {e}") from None
+    return Signature(spec, str(path), pats, spec.frames)
+
+
+def load_workaround(path: Path) -> WorkaroundSpec:
+    data, node = read_yaml(path)
+    if not isinstance(data, dict):
+        raise CatalogueError(f"{path}:1: a workaround must be a mapping of fields")
+    try:
+        return WorkaroundSpec.model_validate(data)
+    except ValidationError as e:
+        raise CatalogueError(_format_validation(path, node, e)) from None
+
+
+def _yaml_files(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        out.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith((".yaml", ".yml")))
+    return out
+
+
+def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_refs: bool = True) -> Catalogue:
+    roots: list[Path] = list(builtin_dirs()) if builtin else []
+    for d in extra or []:
+        p = Path(d)
+        if not p.is_dir():
+            raise CatalogueError(f"{d}: catalogue directory not found")
+        roots.append(p)
+    cat = Catalogue(dirs=[str(r) for r in roots])
+    for root in roots:
+        sig_root = root / "signatures" if (root / "signatures").is_dir() else None
+        wk_root = root / "workarounds" if (root / "workarounds").is_dir() else None
+        if sig_root is None and wk_root is None:
+            # a bare directory of entries: tell them apart by their fields
+            for f in _yaml_files(root):
+                data, _ = read_yaml(f)
+                if isinstance(data, dict) and "patterns" in data:
+                    _add_sig(cat, load_signature(f))
+                else:
+                    _add_wk(cat, load_workaround(f), f)
+            continue
+        for f in _yaml_files(wk_root) if wk_root else []:
+            _add_wk(cat, load_workaround(f), f)
+        for f in _yaml_files(sig_root) if sig_root else []:
+            _add_sig(cat, load_signature(f))
+    if strict_refs:
+        for s in cat.signatures.values():
+            for w in s.spec.workarounds:
+                if w not in cat.workarounds:
+                    raise CatalogueError(f"{s.path}: field 'workarounds': unknown workaround id {w!r}")
+    return cat
+
+
+def _add_sig(cat: Catalogue, s: Signature) -> None:
+    if s.spec.id in cat.signatures:
+        raise CatalogueError(f"{s.path}: duplicate signature id {s.spec.id!r} (also in {cat.signatures[s.spec.id].path})")
+    cat.signatures[s.spec.id] = s
+
+
+def _add_wk(cat: Catalogue, w: WorkaroundSpec, path: Path) -> None:
+    if w.id in cat.workarounds:
+        raise CatalogueError(f"{path}: duplicate workaround id {w.id!r} (also in {cat.workaround_paths[w.id]})")
+    cat.workarounds[w.id] = w
+    cat.workaround_paths[w.id] = str(path)

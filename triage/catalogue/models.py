@@ -1,0 +1,121 @@
+"""Pydantic models of catalogue entries: what a signature and a workaround may say."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ENGINES = ("sglang", "vllm", "trtllm", "tgi", "triton", "any")
+WORKAROUND_ENGINES = (*ENGINES, "docker")
+ID_RX = r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class FlagChange(Strict):
+    add: list[str] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
+
+    @field_validator("add", "remove")
+    @classmethod
+    def _flags(cls, v: list[str]) -> list[str]:
+        for f in v:
+            if not f.startswith("-"):
+                raise ValueError(f"{f!r} is not a flag (flags start with '-')")
+        return v
+
+
+class WorkaroundSpec(Strict):
+    id: str = Field(pattern=ID_RX)
+    engine: Literal["sglang", "vllm", "trtllm", "tgi", "triton", "any", "docker"]
+    title: str = Field(min_length=3)
+    flags: FlagChange = Field(default_factory=FlagChange)
+    env: dict[str, str] = Field(default_factory=dict)
+    action: str | None = None
+    cost: str = Field(min_length=10)
+    conflicts: list[str] = Field(default_factory=list)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): str(x) for k, x in v.items()}
+        return v
+
+    @model_validator(mode="after")
+    def _does_something(self) -> WorkaroundSpec:
+        if not (self.flags.add or self.flags.remove or self.env or self.action):
+            raise ValueError("a workaround needs flags, env or an action")
+        return self
+
+
+class DebugSpec(Strict):
+    env: dict[str, str] = Field(default_factory=dict)
+    note: str | None = None
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): str(x) for k, x in v.items()}
+        return v
+
+
+class Examples(Strict):
+    match: list[str] = Field(min_length=1)
+    no_match: list[str] = Field(min_length=1)
+
+
+class SignatureSpec(Strict):
+    id: str = Field(pattern=ID_RX)
+    title: str = Field(min_length=5)
+    engine: Literal["sglang", "vllm", "trtllm", "tgi", "triton", "any"]
+    layer: str | None = None
+    severity: Literal["crash", "hang", "degraded", "warning"]
+    confidence: float = Field(default=0.8, ge=0.05, le=1.0)
+    keywords: list[str] = Field(min_length=1)
+    patterns: list[str] = Field(min_length=1)
+    frames: list[str] = Field(default_factory=list)
+    when: dict[str, str | int | float | bool | list[str | int | float | bool]] = Field(default_factory=dict)
+    affects: str | None = None
+    fixed_in: str | None = None
+    explanation: str = Field(min_length=40)
+    workarounds: list[str] = Field(min_length=1)
+    debug: DebugSpec | None = None
+    references: list[str] = Field(min_length=1)
+    examples: Examples
+
+    @field_validator("keywords")
+    @classmethod
+    def _keywords(cls, v: list[str]) -> list[str]:
+        for k in v:
+            if len(k.strip()) < 4:
+                raise ValueError(f"keyword {k!r} is too short to prefilter with (4 characters at least)")
+        return v
+
+    @field_validator("affects")
+    @classmethod
+    def _specifier(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                SpecifierSet(v)
+            except InvalidSpecifier:
+                raise ValueError(f"{v!r} is not a PEP 440 version specifier") from None
+        return v
+
+    @field_validator("fixed_in", mode="before")
+    @classmethod
+    def _fixed_str(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, (int, float)) else v
+
+    @field_validator("references")
+    @classmethod
+    def _refs(cls, v: list[str]) -> list[str]:
+        for r in v:
+            if not r.startswith("https://"):
+                raise ValueError(f"reference {r!r} is not an https URL")
+        return v

@@ -1,0 +1,179 @@
+"""`triage` command line: thin; parses options, calls the pipeline, picks the renderer.
+
+Exit codes: 0 no failure found, 1 a failure was found (or `catalogue check` found a
+problem), 2 usage or input error, 3 `watch` timed out. Errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from triage.errors import EXIT_USAGE, TriageError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Crash triage and workaround recommendations for LLM inference server logs.")
+catalogue_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                            help="Validate and inspect the signature catalogue.")
+app.add_typer(catalogue_app, name="catalogue")
+
+
+class Format(str, Enum):
+    md = "md"
+    json = "json"
+
+
+CatalogueOpt = Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045 - typer needs Optional
+    "--catalogue", "-c", help="Extra catalogue directory (signatures/ and workarounds/ inside, or entries directly). Repeatable.")]
+
+
+def _load(extra: list[Path] | None):  # noqa: ANN202
+    from triage.catalogue.load import load_catalogue
+
+    return load_catalogue([str(p) for p in extra or []])
+
+
+def _write(text: str, output: Path | None, inputs: list[str]) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    out = output.resolve()
+    for i in inputs:
+        if i != "-" and Path(i).exists() and Path(i).resolve() == out:
+            raise TriageError(f"--output {output} is one of the inputs; refusing to overwrite it")
+    try:
+        tmp = out.with_name(f".{out.name}.triage-tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    except OSError as e:
+        raise TriageError(f"{output}: cannot write ({e.strerror or e})") from None
+
+
+@app.command()
+def analyze(
+    logs: Annotated[list[str], typer.Argument(help="Log files, directories or globs; '-' reads stdin. .gz is read transparently.")],
+    format: Annotated[Format, typer.Option("--format", "-f", help="md (default) or json.")] = Format.md,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.")] = None,  # noqa: UP045
+    catalogue: CatalogueOpt = None,
+    version: Annotated[Optional[str], typer.Option("--version", help="Engine version, when the log does not print it.")] = None,  # noqa: UP045
+    command: Annotated[Optional[str], typer.Option("--command", help="The server's launch command, to patch.")] = None,  # noqa: UP045
+    no_hyperscan: Annotated[bool, typer.Option("--no-hyperscan", help="Use the portable scanner (for comparison).")] = False,
+) -> None:
+    """Analyse server logs: what failed, why, what to do now, and the evidence."""
+    from triage.pipeline import Options, analyze as run
+    from triage.report.json_out import render_json
+    from triage.report.markdown import render_markdown
+
+    cat = _load(catalogue)
+    opts = Options(version=version, command=command, prefer_hyperscan=not no_hyperscan)
+    paths = expand_inputs(logs)
+    reports = [run(p, cat, opts) for p in paths]
+    if len(reports) == 1:
+        text = render_json(reports[0]) if format == Format.json else render_markdown(reports[0])
+    else:
+        text = render_json(reports) if format == Format.json else "\n---\n\n".join(render_markdown(r) for r in reports)
+    _write(text, output, paths)
+    raise typer.Exit(max(r.exit_code for r in reports))
+
+
+def expand_inputs(items: list[str]) -> list[str]:
+    import glob
+
+    out: list[str] = []
+    for item in items:
+        if item == "-":
+            out.append(item)
+            continue
+        p = Path(item)
+        if p.is_dir():
+            files = sorted(str(f) for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+            if not files:
+                raise TriageError(f"{item}: directory holds no files")
+            out.extend(files)
+        elif not p.exists() and any(c in item for c in "*?["):
+            found = sorted(glob.glob(item, recursive=True))
+            if not found:
+                raise TriageError(f"{item}: no file matches")
+            out.extend(found)
+        else:
+            out.append(item)
+    return out
+
+
+@app.command()
+def signatures(
+    engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Only this engine (sglang, vllm, trtllm, tgi, triton, any).")] = None,  # noqa: UP045
+    format: Annotated[Format, typer.Option("--format", "-f")] = Format.md,
+    catalogue: CatalogueOpt = None,
+) -> None:
+    """List the catalogue's signatures."""
+    from triage.catalogue.show import list_json, list_markdown
+
+    cat = _load(catalogue)
+    sys.stdout.write(list_json(cat, engine) if format == Format.json else list_markdown(cat, engine))
+
+
+@app.command()
+def show(
+    signature_id: Annotated[str, typer.Argument(metavar="ID", help="Signature (or workaround) id.")],
+    catalogue: CatalogueOpt = None,
+) -> None:
+    """Print one signature with its workarounds, as a person wants to read it."""
+    from triage.catalogue.show import show_markdown
+
+    sys.stdout.write(show_markdown(_load(catalogue), signature_id))
+
+
+@catalogue_app.command("check")
+def catalogue_check(
+    directory: Annotated[Optional[Path], typer.Argument(help="Check only this catalogue directory (default: the built-in one).")] = None,  # noqa: UP045
+    catalogue: CatalogueOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems and the summary.")] = False,
+) -> None:
+    """Validate every entry and run every example; exit 1 on any problem."""
+    from triage.catalogue.check import check
+
+    dirs = [str(directory)] if directory is not None else None
+    problems, summary = check(dirs, [str(p) for p in catalogue or []], verbose=not quiet)
+    sys.stdout.write(summary)
+    raise typer.Exit(1 if problems else 0)
+
+
+def main() -> None:
+    """Entry point: one clear line on stderr for any error, never a traceback."""
+    import click
+
+    try:
+        rv = app(standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
+    except click.exceptions.Exit as e:
+        code = e.exit_code
+    except click.exceptions.Abort:
+        sys.stderr.write("triage: aborted\n")
+        code = 130
+    except click.ClickException as e:
+        sys.stderr.write(f"triage: error: {e.format_message()} (see triage --help)\n")
+        code = EXIT_USAGE
+    except TriageError as e:
+        sys.stderr.write(f"triage: error: {e}\n")
+        code = e.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("triage: interrupted\n")
+        code = 130
+    except BrokenPipeError:
+        code = 0
+    except Exception as e:  # noqa: BLE001 - the promise is: never a traceback at 3 a.m.
+        if os.environ.get("TRIAGE_DEBUG"):
+            raise
+        sys.stderr.write(f"triage: internal error: {type(e).__name__}: {e} (set TRIAGE_DEBUG=1 for details)\n")
+        code = EXIT_USAGE
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    sys.exit(code)

@@ -1,0 +1,74 @@
+"""Stable fingerprints for failures: what stays the same between two occurrences.
+
+Following Sentry's grouping and Socorro's signatures: the exception type, the message with
+its variables masked, and the names (not line numbers, not install prefixes) of the top
+frames that belong to the engine or model code. Library and interpreter frames are skipped
+because they are the same for unrelated crashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import regex
+
+_MASKS = [
+    (regex.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", regex.I), "<uuid>"),
+    (regex.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
+    (regex.compile(r"\b[0-9a-f]{16,}\b"), "<id>"),
+    (regex.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"), "<time>"),
+    (regex.compile(r"\b\d\d:\d\d:\d\d(?:\.\d+)?\b"), "<time>"),
+    (regex.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>"),
+    (regex.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<ip>"),
+    (regex.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]"), "<shape>"),
+    (regex.compile(r"\((?:\s*\d+\s*,)+\s*\d*\s*\)"), "<shape>"),
+    (regex.compile(r"\b(?:TP|DP|PP|EP|rank|Rank|GPU|gpu|cuda:|device )\s?\d+\b"), "<rank>"),
+    (regex.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?"), "<n>"),
+    (regex.compile(r"'[^'\s]{24,}'"), "'<str>'"),
+]
+
+_LIBRARY = regex.compile(
+    r"(?:^|/)(?:python\d[\d.]*|lib/python[\d.]+/(?!site-packages|dist-packages)[^/]+$|"
+    r"torch/(?:nn/modules|utils|_dynamo|_inductor|autograd|_ops|distributed/c10d_logger)|"
+    r"asyncio|concurrent/futures|threading\.py|multiprocessing|contextlib\.py|functools\.py)"
+)
+_SITE = regex.compile(r"^.*?/(?:site-packages|dist-packages)/")
+
+
+def mask(message: str) -> str:
+    out = message
+    for rx, repl in _MASKS:
+        out = rx.sub(repl, out)
+    return " ".join(out.split())[:300]
+
+
+def module_path(file: str) -> str:
+    """`/usr/lib/python3.10/site-packages/sglang/srt/x.py` -> `sglang/srt/x.py`."""
+    f = file.replace("\\", "/")
+    f = _SITE.sub("", f)
+    for root in ("sglang/", "vllm/", "tensorrt_llm/", "text_generation_server/", "torch/", "transformers/"):
+        i = f.find(root)
+        if i > 0:
+            return f[i:]
+    return f.rsplit("/", 3)[-1] if f.count("/") > 3 else f.lstrip("./")
+
+
+def is_library(file: str) -> bool:
+    return bool(_LIBRARY.search(file.replace("\\", "/")))
+
+
+def top_frames(frames: list[tuple[str, str | None]], n: int = 3) -> list[str]:
+    """Innermost `n` engine/model frames as `module/path.py:function`."""
+    picked: list[str] = []
+    for file, func in reversed(frames):
+        if is_library(file):
+            continue
+        picked.append(f"{module_path(file)}:{func or '?'}")
+        if len(picked) == n:
+            break
+    return picked
+
+
+def fingerprint(exception: str, message: str, frames: list[tuple[str, str | None]]) -> str:
+    parts = [exception.rsplit(".", 1)[-1], mask(message), *top_frames(frames)]
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]

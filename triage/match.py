@@ -1,0 +1,201 @@
+"""Catalogue signatures against the parsed log: findings, each with its reasons.
+
+Per line, a keyword check decides which signatures' patterns run at all (the gitleaks
+idea); every pattern runs under a timeout so that a pathological line or a user's
+catastrophic pattern cannot hang the run. Conditions on the launch configuration and the
+engine version raise or lower confidence, and a violated one says why.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from triage.catalogue.load import Catalogue, Signature
+from triage.fingerprint import mask
+from triage.models import Debug, Environment, Evidence, Failure, Finding
+from triage.parse.lines import LogLine
+
+PATTERN_TIMEOUT = 0.5  # seconds for one pattern on one line
+MAX_EVIDENCE = 6
+# What a setting name in a signature's `when` may be called in each engine's printed config.
+SETTING_ALIASES = {
+    "attention_backend": ["attention_backend", "attn_backend", "VLLM_ATTENTION_BACKEND"],
+    "kv_cache_dtype": ["kv_cache_dtype"],
+    "tp_size": ["tp_size", "tensor_parallel_size"],
+    "tensor_parallel_size": ["tensor_parallel_size", "tp_size"],
+    "dp_size": ["dp_size", "data_parallel_size"],
+    "quantization": ["quantization", "quantize"],
+    "enable_prefix_caching": ["enable_prefix_caching"],
+    "enforce_eager": ["enforce_eager"],
+}
+
+
+@dataclass
+class MatchContext:
+    lines: list[LogLine]
+    failures: list[Failure]
+    env: Environment
+    notes: list[str] = field(default_factory=list)
+
+
+def _keyword_rx(cat: Catalogue) -> tuple[regex.Pattern[str] | None, dict[str, list[Signature]]]:
+    by_kw: dict[str, list[Signature]] = defaultdict(list)
+    for s in cat.signatures.values():
+        for k in s.spec.keywords:
+            by_kw[k].append(s)
+    if not by_kw:
+        return None, {}
+    alt = "|".join(regex.escape(k) for k in sorted(by_kw, key=len, reverse=True))
+    return regex.compile(f"(?:{alt})"), by_kw
+
+
+def _setting(settings: dict[str, Any], name: str) -> tuple[bool, Any]:
+    for key in SETTING_ALIASES.get(name, [name]):
+        if key in settings:
+            return True, settings[key]
+    return False, None
+
+
+def _cond_holds(want: Any, have: Any) -> bool:
+    wants = want if isinstance(want, list) else [want]
+    hv = str(have).lower()
+    for w in wants:
+        ws = str(w).lower()
+        if isinstance(w, bool) or ws in ("true", "false"):
+            if hv in ("true", "1", "yes") and ws == "true" or hv in ("false", "0", "none", "no") and ws == "false":
+                return True
+            continue
+        if fnmatch.fnmatchcase(hv, ws):
+            return True
+    return False
+
+
+def _version_in(spec: str, version: str | None) -> bool | None:
+    if not version:
+        return None
+    try:
+        return Version(version) in SpecifierSet(spec, prereleases=True)
+    except InvalidVersion:
+        return None
+
+
+def _failure_for(line: int, failures: list[Failure]) -> tuple[int | None, bool]:
+    """(index of the failure this line belongs to, whether only as a consequence)."""
+    for i, f in enumerate(failures):
+        lo = f.raw[0].line if f.raw else f.line
+        hi = max(f.end_line or f.line, f.line)
+        if lo <= line <= hi or any(e.line == line for e in f.raw):
+            return i, False
+    for i, f in enumerate(failures):
+        if any(e.line == line for e in f.followed_by):
+            return i, True
+    return None, False
+
+
+def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
+    kw_rx, by_kw = _keyword_rx(cat)
+    if kw_rx is None:
+        return []
+    hits: dict[str, list[LogLine]] = defaultdict(list)
+    timed_out: set[str] = set()
+    for ln in ctx.lines:
+        found = {m.group(0) for m in kw_rx.finditer(ln.text)}
+        if not found:
+            continue
+        sigs = {s.spec.id: s for k in found for s in by_kw[k]}
+        for sid, s in sigs.items():
+            for p in s.patterns:
+                try:
+                    ok = p.search(ln.text, timeout=PATTERN_TIMEOUT) is not None
+                except TimeoutError:
+                    if sid not in timed_out:
+                        timed_out.add(sid)
+                        ctx.notes.append(f"pattern of {sid} timed out on line {ln.no} and was skipped there: {p.pattern[:80]}")
+                    ok = False
+                if ok:
+                    hits[sid].append(ln)
+                    break
+    findings = [_finding(cat.signatures[sid], lines, ctx) for sid, lines in hits.items()]
+    findings.sort(key=lambda f: (f.failure is not None, f.unlikely is None, f.confidence), reverse=True)
+    return findings
+
+
+def _finding(sig: Signature, lines: list[LogLine], ctx: MatchContext) -> Finding:
+    spec = sig.spec
+    why: list[str] = [f"keyword {', '.join(repr(k) for k in spec.keywords)} and pattern matched line {lines[0].no}"
+                      + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else "")]
+    conf = spec.confidence
+    failure_idx, consequence = None, False
+    for ln in lines:
+        failure_idx, consequence = _failure_for(ln.no, ctx.failures)
+        if failure_idx is not None and not consequence:
+            break
+    if failure_idx is not None and consequence:
+        why.append(f"the match follows failure {failure_idx + 1} (a consequence, not its cause)")
+    elif failure_idx is not None:
+        conf += 0.05
+        why.append(f"the match is part of failure {failure_idx + 1}")
+        fail = ctx.failures[failure_idx]
+        if spec.frames and fail.frames:
+            names = [f"{fr.file}:{fr.function}" for fr in fail.frames]
+            if any(any(want in n for n in names) for want in spec.frames):
+                conf += 0.05
+                why.append(f"traceback frames include {', '.join(spec.frames)}")
+            else:
+                conf -= 0.1
+                why.append(f"no traceback frame matches {', '.join(spec.frames)}")
+    unlikely = None
+    settings = ctx.env.settings
+    for name, want in spec.when.items():
+        present, have = _setting(settings, name)
+        if present and str(have).lower() in ("auto", "none", "null", ""):
+            why.append(f"condition {name}={want}: the log says {name}={have} (resolved at startup), not checked")
+            continue
+        if not present:
+            why.append(f"condition {name}={want}: not printed in the log, not checked")
+            continue
+        if _cond_holds(want, have):
+            conf += 0.05
+            why.append(f"condition {name}={want} held ({name}={have})")
+        else:
+            conf *= 0.4
+            unlikely = f"{name} is {have!r}, but this failure needs {want!r}"
+            why.append(f"condition {name}={want} FAILED ({name}={have})")
+    if spec.affects:
+        inside = _version_in(spec.affects, ctx.env.version)
+        if inside is True:
+            conf += 0.03
+            why.append(f"version {ctx.env.version} is in the affected range {spec.affects}")
+        elif inside is False:
+            conf *= 0.5
+            unlikely = unlikely or f"version {ctx.env.version} is outside the affected range {spec.affects}"
+            why.append(f"version {ctx.env.version} is outside the affected range {spec.affects}")
+    if spec.engine not in ("any",) and ctx.env.engine and ctx.env.engine != spec.engine:
+        conf *= 0.6
+        why.append(f"signature is for {spec.engine}, the log looks like {ctx.env.engine}")
+    evidence: list[Evidence] = []
+    seen: set[str] = set()
+    for ln in lines:
+        key = mask(ln.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        evidence.append(Evidence(line=ln.no, text=ln.text))
+        if len(evidence) >= MAX_EVIDENCE:
+            break
+    debug = None
+    if spec.debug is not None:
+        debug = Debug(env=[f"{k}={v}" for k, v in spec.debug.env.items()], note=spec.debug.note)
+    return Finding(
+        signature=spec.id, title=spec.title, confidence=round(max(0.01, min(conf, 0.99)), 2),
+        severity=spec.severity, engine=spec.engine, explanation=spec.explanation.strip(),
+        evidence=evidence, failure=failure_idx, fixed_in=spec.fixed_in, affects=spec.affects,
+        references=list(spec.references), debug=debug, why=why, unlikely=unlikely,
+    )

@@ -1,0 +1,148 @@
+"""The Report shape handed from the pipeline to the renderers (and to library users).
+
+Field names used by the JSON contract (`failures`, `findings`, `exception`, `message`,
+`line`, `ranks`, `fingerprint`, `signature`, `title`, `confidence`, `severity`,
+`workarounds` with `id`/`flags`/`remove_flags`/`env`/`cost`, `evidence` with
+`line`/`text`) are stable: scripts depend on them. Add fields, never rename.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Evidence(BaseModel):
+    line: int
+    text: str
+    source: str | None = None
+
+
+class Frame(BaseModel):
+    file: str
+    line: int | None = None
+    function: str | None = None
+    code: str | None = None
+
+
+class ExceptionInfo(BaseModel):
+    exception: str
+    message: str = ""
+
+
+class Failure(BaseModel):
+    """One distinct failure; the same traceback printed by N ranks is one Failure."""
+
+    kind: str  # traceback | nccl | cuda | segfault | oom-kill | sigquit | engine-fatal | ...
+    exception: str
+    message: str = ""
+    line: int  # where the failure starts (a traceback's header line)
+    exception_line: int | None = None  # the line that names the exception
+    end_line: int | None = None
+    ranks: list[str] = Field(default_factory=list)
+    first_rank: str | None = None
+    fingerprint: str = ""
+    cause: ExceptionInfo | None = None
+    chain: list[ExceptionInfo] = Field(default_factory=list)
+    frames: list[Frame] = Field(default_factory=list)
+    raw: list[Evidence] = Field(default_factory=list)
+    followed_by: list[Evidence] = Field(default_factory=list)
+    source: str | None = None
+    phase: str | None = None
+
+
+class Workaround(BaseModel):
+    id: str
+    title: str
+    flags: list[str] = Field(default_factory=list)
+    remove_flags: list[str] = Field(default_factory=list)
+    env: list[str] = Field(default_factory=list)
+    action: str | None = None
+    cost: str = ""
+    status: str = "recommended"  # recommended | already-applied | renamed | conflicting
+    note: str | None = None
+    measured_cost: str | None = None
+    source: str = "catalogue"  # catalogue | engine-hint
+
+
+class Debug(BaseModel):
+    env: list[str] = Field(default_factory=list)
+    note: str | None = None
+
+
+class Finding(BaseModel):
+    signature: str
+    title: str
+    confidence: float
+    severity: str
+    engine: str
+    explanation: str = ""
+    workarounds: list[Workaround] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+    failure: int | None = None  # index into Report.failures
+    fixed_in: str | None = None
+    affects: str | None = None
+    references: list[str] = Field(default_factory=list)
+    debug: Debug | None = None
+    why: list[str] = Field(default_factory=list)
+    unlikely: str | None = None
+
+
+class LoadFigures(BaseModel):
+    line: int
+    time: str | None = None
+    running: int | None = None
+    queued: int | None = None
+    token_usage: float | None = None
+    throughput: float | None = None
+    cuda_graph: bool | None = None
+
+
+class Timeline(BaseModel):
+    first_line: int | None = None
+    first_time: str | None = None
+    weights_loaded: Evidence | None = None
+    cuda_graphs: Evidence | None = None
+    ready: Evidence | None = None
+    ready_seconds: float | None = None
+    crash: Evidence | None = None
+    crash_time: str | None = None
+    last_load: LoadFigures | None = None
+    peak_running: LoadFigures | None = None
+    phase_at_crash: str | None = None
+    prefix_cache: dict[str, float] | None = None
+
+
+class Environment(BaseModel):
+    engine: str | None = None
+    version: str | None = None
+    model: str | None = None
+    tp_size: int | None = None
+    dp_size: int | None = None
+    pp_size: int | None = None
+    attention_backend: str | None = None
+    kv_cache_dtype: str | None = None
+    quantization: str | None = None
+    cuda_graph: str | None = None
+    prefix_cache: str | None = None
+    config_line: int | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    launch_command: str | None = None
+
+
+class Report(BaseModel):
+    source: str
+    sources: list[str] = Field(default_factory=list)
+    lines: int = 0
+    bytes: int = 0
+    environment: Environment = Field(default_factory=Environment)
+    timeline: Timeline = Field(default_factory=Timeline)
+    failures: list[Failure] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    patched_command: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if (self.failures or any(f.severity in ("crash", "hang") for f in self.findings)) else 0

@@ -1,0 +1,93 @@
+"""Literal anchors that make a line worth parsing, beyond the catalogue's own keywords.
+
+The scanner looks for these (and the signatures' keywords) in one pass; every other line
+is counted and skipped. WINDOW anchors also pull in the lines that follow them, because a
+traceback's frames carry no keyword of their own.
+"""
+
+from __future__ import annotations
+
+# lines after these belong to a traceback or crash dump
+WINDOW = {
+    "Traceback (most recent call last)": 700,
+    "During handling of the above exception": 400,
+    "The above exception was the direct cause": 400,
+    "Fatal Python error": 80,
+    "terminate called after throwing": 60,
+    "Exception raised from": 40,
+    'File "': 200,
+    # printed launch configuration can be hard-wrapped over a few lines
+    "server_args=": 40,
+    "args: Namespace(": 40,
+    "non-default args:": 40,
+    "with config:": 20,
+}
+
+# single lines: failure markers, configuration, version and timeline milestones
+LINE = [
+    # failures that are not Python tracebacks
+    "NCCL WARN",
+    "NCCL error",
+    "ncclUnhandledCudaError",
+    "ncclSystemError",
+    "ncclInternalError",
+    "ncclRemoteError",
+    "Watchdog caught collective operation timeout",
+    "CUDA error:",
+    "Cuda failure",
+    "Segmentation fault",
+    "Bus error",
+    "Killed",
+    "Out of memory: Kill",
+    "Received sigquit from a child proces",
+    "SIGQUIT received",
+    "hit an exception",
+    "EngineCore encountered a fatal error",
+    "EngineCore failed to start",
+    "Engine core initialization failed",
+    "died unexpectedly",
+    "scheduler is dead",
+    "scheduler died during initialization",
+    "watchdog timeout",
+    "Watchdog timeout",
+    "what():",
+    "ShardCannotStart",
+    "failed to start",
+    "Error: ",
+    "ERROR ",
+    "CRITICAL ",
+    "[E]",
+    "[ERROR]",
+    "UNAVAILABLE:",
+    # version and configuration
+    "version",
+    "sglang-0.",
+    "sglang==",
+    "Initializing an LLM engine",
+    "Initializing a V1 LLM engine",
+    "Possible solutions",
+    # timeline milestones
+    "Load weight end",
+    "Loading weights took",
+    "Model loading took",
+    "Capture cuda graph",
+    "CUDA graph begin",
+    "CUDA graph end",
+    "Capturing CUDA graph",
+    "Capturing cudagraphs",
+    "Capturing the model for CUDA graphs",
+    "Graph capturing finished",
+    "KV Cache is allocated",
+    "GPU KV cache size",
+    "max_total_num_tokens=",
+    "The server is fired up and ready to roll",
+    "Application startup complete",
+    "Starting vLLM",
+    "Load weight begin",
+    "Init torch distributed begin",
+    "KV cache pool is full",
+]
+
+# Frequent runtime lines: never per-line work; the scanner keeps the last one before each
+# failure and aggregates the figures with C-speed scans over the chunk.
+LOAD = ["Decode batch", "Prefill batch", "Avg prompt throughput"]

@@ -1,0 +1,203 @@
+"""The launch configuration a server printed, as a dict of settings.
+
+SGLang: `server_args=ServerArgs(k=v, ...)` (<= 0.5.17) and `server_args={'k': v}` (0.5.19+).
+vLLM: `args: Namespace(...)` (<= 0.8.5), `non-default args: {...}` (0.9+), and the engine
+config line `Initializing ... engine (vX) with config: k=v, ...`. These lines can be
+hard-wrapped by a terminal (even mid-word), so continuation lines are joined until the
+brackets balance.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+from triage.parse.lines import LogLine
+
+_STARTS = [
+    ("sglang", "repr", regex.compile(r"server_args=ServerArgs\(")),
+    ("sglang", "dict", regex.compile(r"server_args=\{")),
+    ("vllm", "repr", regex.compile(r"args: Namespace\(")),
+    ("vllm", "dict", regex.compile(r"non-default args: \{")),
+    ("vllm", "kv", regex.compile(r"Initializing (?:an|a V1) LLM engine(?: \(v(?P<ver>[^)]+)\))? with config: ")),
+]
+_CLOSE = {"(": ")", "{": "}", "[": "]"}
+_ANY_VERSION = [
+    ("vllm", regex.compile(r"vLLM (?:API )?server version (?P<v>\d+\.\d+[\w.+-]*)")),
+    ("vllm", regex.compile(r"LLM engine \(v(?P<v>\d+\.\d+[\w.+-]*)\)")),
+    ("vllm", regex.compile(r"vllm[-=](?P<v>\d+\.\d+\.\d+[\w.+]*)")),
+    ("vllm", regex.compile(r"^\s*version (?P<v>\d+\.\d+\.\d+[\w.+]*)\s*$")),
+    ("sglang", regex.compile(r"sglang(?:==|-|_)(?P<v>\d+\.\d+\.\d+(?:\.post\d+|rc\d+|\.dev\d+)*)")),
+    ("sglang", regex.compile(r"[Ss][Gg][Ll]ang (?:version|v)\s?(?P<v>\d+\.\d+\.\d+(?:\.post\d+)*)")),
+]
+
+
+@dataclass
+class Config:
+    engine: str | None = None
+    line: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    version: str | None = None
+    version_line: int | None = None
+    non_default: bool = False  # vLLM's non-default args hold only changed values
+
+
+def _balanced_end(text: str, open_at: int) -> int | None:
+    """Index just past the bracket matching text[open_at], quote-aware; None if unbalanced."""
+    stack: list[str] = []
+    quote: str | None = None
+    i = open_at
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in _CLOSE:
+            stack.append(_CLOSE[c])
+        elif c in ")}]":
+            if stack and stack[-1] == c:
+                stack.pop()
+                if not stack:
+                    return i + 1
+        i += 1
+    return None
+
+
+def split_top(text: str) -> list[str]:
+    """Split on commas that are not inside brackets or quotes."""
+    parts: list[str] = []
+    depth = 0
+    quote: str | None = None
+    cur: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            cur.append(c)
+            if c == "\\" and i + 1 < len(text):
+                cur.append(text[i + 1])
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+            cur.append(c)
+        elif c in "([{":
+            depth += 1
+            cur.append(c)
+        elif c in ")]}":
+            depth -= 1
+            cur.append(c)
+        elif c == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+def _value(raw: str) -> Any:
+    raw = raw.strip()
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return raw
+
+
+def _parse_kv(body: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in split_top(body):
+        if "=" not in part:
+            continue
+        k, v = part.split("=", 1)
+        k = k.strip()
+        if regex.fullmatch(r"[A-Za-z_]\w*", k):
+            out[k] = _value(v)
+    return out
+
+
+def _parse_dict(body: str) -> dict[str, Any]:
+    try:
+        d = ast.literal_eval("{" + body + "}")
+        if isinstance(d, dict):
+            return {str(k): v for k, v in d.items()}
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        pass
+    out: dict[str, Any] = {}
+    for part in split_top(body):
+        if ":" not in part:
+            continue
+        k, v = part.split(":", 1)
+        k = k.strip().strip("'\"")
+        if regex.fullmatch(r"[A-Za-z_][\w.-]*", k):
+            out[k] = _value(v)
+    return out
+
+
+def _join_wrapped(lines: list[LogLine], i: int, start: int) -> tuple[str, int]:
+    """Text from `start` in lines[i], with hard-wrapped continuation lines glued on."""
+    text = lines[i].message[start:]
+    opener = 0
+    j = i
+    while _balanced_end(text, opener) is None and j + 1 < len(lines) and j - i < 60:
+        nxt = lines[j + 1]
+        if nxt.no != lines[j].no + 1 or nxt.prefixed:
+            break
+        text += nxt.message  # a terminal wrap splits mid-word: no separator
+        j += 1
+    return text, j
+
+
+def extract(lines: list[LogLine]) -> Config:
+    cfg = Config()
+    for i, ln in enumerate(lines):
+        msg = ln.message
+        for engine, kind, rx in _STARTS:
+            m = rx.search(msg)
+            if not m:
+                continue
+            if kind == "kv":
+                body = msg[m.end():]
+                settings = _parse_kv(body)
+                if m["ver"] and not cfg.version:
+                    cfg.version, cfg.version_line = m["ver"], ln.no
+                if cfg.engine is None:
+                    cfg.engine = engine
+                # the engine config line fills what the args did not say
+                for k, v in settings.items():
+                    cfg.settings.setdefault(k, v)
+                if cfg.line is None:
+                    cfg.line = ln.no
+                break
+            open_at = m.end() - 1
+            text, _ = _join_wrapped(lines, i, open_at)
+            end = _balanced_end(text, 0)
+            body = text[1 : (end - 1) if end else len(text)]
+            settings = _parse_kv(body) if kind == "repr" else _parse_dict(body)
+            if settings and (cfg.line is None or cfg.engine != engine or kind != "kv"):
+                # the first complete launch line wins; a restart prints it again
+                if cfg.line is None or not cfg.settings:
+                    cfg.engine, cfg.line = engine, ln.no
+                    cfg.settings = {**settings, **{k: v for k, v in cfg.settings.items() if k not in settings}}
+                    cfg.non_default = kind == "dict" and engine == "vllm"
+            break
+        if cfg.version is None:
+            for engine, rx in _ANY_VERSION:
+                vm = rx.search(ln.text)
+                if vm:
+                    cfg.version, cfg.version_line = vm["v"].rstrip("."), ln.no
+                    cfg.engine = cfg.engine or engine
+                    break
+    return cfg

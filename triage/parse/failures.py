@@ -1,0 +1,167 @@
+"""Turn parsed tracebacks and marker lines into distinct Failures.
+
+The same traceback printed by N ranks becomes one Failure listing its ranks, the first rank
+to print it named. Marker lines inside a traceback are part of it; secondary markers
+(SIGQUIT, Killed, engine-dead) are attached to the failure before them.
+"""
+
+from __future__ import annotations
+
+import regex
+
+from triage.fingerprint import fingerprint, mask
+from triage.models import Evidence, ExceptionInfo, Failure, Frame
+from triage.parse.lines import LogLine
+from triage.parse.markers import MarkerHit
+from triage.parse.traceback import Traceback, unwrap
+
+_RANK_ORDER = regex.compile(r"\d+")
+
+
+def _rank_key(r: str) -> tuple:
+    return tuple(int(x) for x in _RANK_ORDER.findall(r)) or (10**9,)
+
+
+def _add_rank(f: Failure, rank: str | None) -> None:
+    if rank and rank not in f.ranks:
+        f.ranks.append(rank)
+
+
+def _from_traceback(tb: Traceback, source: str | None) -> Failure:
+    final = tb.final
+    chain = [ExceptionInfo(exception=e.type, message=e.message) for e in tb.chain]
+    cause: ExceptionInfo | None = None
+    wrapped = unwrap(final.type, final.message)
+    if wrapped is not None:
+        cause = ExceptionInfo(exception=wrapped[0] or "(message)", message=wrapped[1])
+    elif len(tb.chain) > 1:
+        first = tb.chain[0]
+        cause = ExceptionInfo(exception=first.type, message=first.message)
+    frames = [Frame(file=f[0], line=f[1], function=f[2], code=f[3]) for f in final.frames]
+    if not frames:
+        for e in reversed(tb.chain):
+            if e.frames:
+                frames = [Frame(file=f[0], line=f[1], function=f[2], code=f[3]) for f in e.frames]
+                break
+    fp = fingerprint(final.type, final.message, [(f.file, f.function) for f in frames])
+    raw = [Evidence(line=ln.no, text=ln.text) for ln in tb.lines]
+    return Failure(kind="traceback", exception=final.type, message=final.message, line=tb.line,
+                   exception_line=final.line,
+                   end_line=tb.end_line, ranks=[], first_rank=tb.rank, fingerprint=fp, cause=cause,
+                   chain=chain, frames=frames, raw=raw, source=source)
+
+
+def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source: str | None = None) -> list[Failure]:
+    by_fp: dict[str, Failure] = {}
+    spans: list[tuple[int, int]] = []
+    for tb in tracebacks:
+        f = _from_traceback(tb, source)
+        spans.append((tb.line, tb.end_line))
+        have = by_fp.get(f.fingerprint)
+        if have is None:
+            # the same crash printed by another rank whose interleaved lines were demultiplexed
+            # imperfectly: same exception and message, close in the log
+            key = (f.exception, mask(f.message))
+            have = next((g for g in by_fp.values() if (g.exception, mask(g.message)) == key
+                         and abs(g.line - f.line) < 2000), None)
+        if have is None:
+            by_fp[f.fingerprint] = f
+            have = f
+        else:
+            have.end_line = max(have.end_line or 0, f.end_line or 0)
+        _add_rank(have, tb.rank)
+    failures = list(by_fp.values())
+
+    def inside(no: int) -> bool:
+        return any(a <= no <= b for a, b in spans)
+
+    marker_fail: dict[tuple[str, str, str], Failure] = {}
+    secondary: list[MarkerHit] = []
+    for hit in markers:
+        if inside(hit.line.no):
+            continue
+        if not hit.marker.primary:
+            secondary.append(hit)
+            continue
+        key = (hit.marker.kind, hit.exception, mask(hit.message))
+        f = marker_fail.get(key)
+        if f is None:
+            # a C++ abort's what() right after its terminate line is the same failure
+            prev = _recent_cxx(failures, hit)
+            if prev is not None:
+                if not prev.message:
+                    prev.message = hit.message
+                prev.raw.append(Evidence(line=hit.line.no, text=hit.line.text))
+                _add_rank(prev, hit.line.rank)
+                continue
+            f = Failure(kind=hit.marker.kind, exception=hit.exception, message=hit.message,
+                        line=hit.line.no, exception_line=hit.line.no, end_line=hit.line.no, first_rank=hit.line.rank,
+                        fingerprint=fingerprint(hit.exception, hit.message, []),
+                        raw=[Evidence(line=hit.line.no, text=hit.line.text)], source=source)
+            marker_fail[key] = f
+            failures.append(f)
+        else:
+            f.end_line = max(f.end_line or 0, hit.line.no)
+            if len(f.raw) < 16:
+                f.raw.append(Evidence(line=hit.line.no, text=hit.line.text))
+        _add_rank(f, hit.line.rank)
+    failures.sort(key=lambda f: f.line)
+    _fold_consequences(failures)
+    # secondary markers: attach to the failure before them, else they are the failure
+    for hit in secondary:
+        before = [f for f in failures if f.line <= hit.line.no]
+        if before:
+            tgt = before[-1]
+            if len(tgt.followed_by) < 8:
+                tgt.followed_by.append(Evidence(line=hit.line.no, text=hit.line.text))
+            continue
+        key = (hit.marker.kind, hit.exception, mask(hit.message))
+        f = marker_fail.get(key)
+        if f is None:
+            f = Failure(kind=hit.marker.kind, exception=hit.exception, message=hit.message,
+                        line=hit.line.no, exception_line=hit.line.no, end_line=hit.line.no, first_rank=hit.line.rank,
+                        fingerprint=fingerprint(hit.exception, hit.message, []),
+                        raw=[Evidence(line=hit.line.no, text=hit.line.text)], source=source)
+            marker_fail[key] = f
+            failures.append(f)
+            failures.sort(key=lambda f: f.line)
+        else:
+            f.raw.append(Evidence(line=hit.line.no, text=hit.line.text))
+        _add_rank(f, hit.line.rank)
+    for f in failures:
+        if f.first_rank and f.first_rank not in f.ranks:
+            f.ranks.insert(0, f.first_rank)
+        f.ranks.sort(key=_rank_key)
+    return failures
+
+
+def _recent_cxx(failures: list[Failure], hit: MarkerHit) -> Failure | None:
+    if hit.marker.kind != "cxx":
+        return None
+    for f in reversed(failures):
+        if f.kind == "cxx" and 0 <= hit.line.no - (f.end_line or f.line) <= 5 and f.first_rank == hit.line.rank:
+            f.end_line = hit.line.no
+            return f
+    return None
+
+
+def _fold_consequences(failures: list[Failure]) -> None:
+    """A C++ abort or `Fatal Python error: Aborted` right after another failure is its echo."""
+    keep: list[Failure] = []
+    for f in failures:
+        echo = f.kind in ("cxx", "segfault") and f.message.strip() in ("", "Aborted") or (
+            f.kind == "cxx" and keep and keep[-1].kind in ("nccl", "cuda", "traceback")
+            and 0 <= f.line - (keep[-1].end_line or keep[-1].line) <= 200)
+        if echo and keep:
+            prev = keep[-1]
+            if len(prev.followed_by) < 8:
+                prev.followed_by.append(Evidence(line=f.line, text=f.raw[0].text if f.raw else f.message))
+            continue
+        keep.append(f)
+    failures[:] = keep
+
+
+def collect_lines(lines: dict[int, str]) -> list[LogLine]:
+    from triage.parse.lines import parse_line
+
+    return [parse_line(no, lines[no]) for no in sorted(lines)]

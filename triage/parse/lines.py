@@ -1,0 +1,147 @@
+"""Line prefixes of the engines' dialects: timestamp, rank, level, process stream.
+
+Wrappers are peeled from the outside in (container and Ray prefixes, Markdown quoting),
+then one engine prefix is recognised. `message` is what is left: the text a traceback
+parser or a signature pattern cares about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import regex
+
+ANSI = regex.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|(?<![\w\]])\[(?:\d{1,3};)*\d{1,3}m")
+
+_WRAPPERS = [
+    # Kubernetes / containerd: 2025-01-01T00:00:00.123+08:00 stdout F
+    regex.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? (?:stdout|stderr) [FP] "),
+    # docker logs --timestamps: RFC3339 stamp then a space
+    regex.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z (?=\S)(?!\s*(?:INFO|WARN|ERROR|DEBUG|TRACE)\b)"),
+    # docker compose: service-1  |
+    regex.compile(r"[\w.-]+-\d+\s+\| "),
+    # Buildkite / generic pipe gutter
+    regex.compile(r"\s{1,4}\| (?=\S)"),
+    regex.compile(r"> "),
+]
+
+# Ray / vLLM process prefixes: (VllmWorker rank=0 pid=123), (EngineCore_DP0 pid=4), (SGLangEngine pid=9, ip=1.2.3.4)
+_PROC = regex.compile(
+    r"\((?P<proc>[A-Za-z_][\w]*)(?: rank=(?P<rank>\d+))? pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s?"
+)
+# torch: [rank0]: and the c10d glog tail [rank0]:[E219 12:14:43.351647859 ProcessGroupNCCL.cpp:1595]
+_TORCH_RANK = regex.compile(r"\[rank(?P<rank>\d+)\]:(?:\[[EWI]\d{4} [\d:.]+ [\w.]+:\d+\] ?)?")
+# vLLM: INFO 05-12 10:11:12 [file.py:123] msg   (<=0.7: INFO 05-12 10:11:12 file.py:123] msg)
+_VLLM = regex.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? "
+    r"\[?(?P<src>[\w./-]+\.py:\d+)\] ?"
+)
+# SGLang: [2025-06-24 22:26:45 DP15 TP15] msg, [12:00:00 TP0], [TP5 EP5], [2025-06-24 22:26:45.123]
+_SGL = regex.compile(
+    r"\[(?P<ts>(?:\d{4}-\d\d-\d\d |\d\d-\d\d )?\d\d:\d\d:\d\d(?:\.\d+)?)?"
+    r"(?P<ranks>(?:\s?(?:DP|PP|TP|EP|ATTN_CP|MOE_DP)\d+)*)\] ?"
+)
+_SGL_GPU = regex.compile(r"\[gpu_id=(?P<gpu>\d+)\] ?")
+# glog (Triton, c10d): I0110 21:30:54.920681 60 server.cc:592]
+_GLOG = regex.compile(r"(?P<level>[IWEF])\d{4} (?P<ts>\d\d:\d\d:\d\d\.\d+)\s+\d+ [\w.]+:\d+\] ?")
+# Rust tracing (TGI): 2024-03-06T17:53:22.335714Z  INFO shard-manager: ...
+_TRACING = regex.compile(
+    r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR) "
+)
+_UVICORN = regex.compile(r"(?P<level>INFO|WARNING|ERROR|DEBUG):\s{2,}")
+
+
+@dataclass(slots=True)
+class LogLine:
+    no: int  # 1-based line number in the source
+    text: str  # the whole line, ANSI and \r removed
+    message: str  # the line without wrappers and engine prefix
+    ts: str | None = None
+    rank: str | None = None  # "TP3", "DP1 TP3", "rank0", "Worker_TP1" ...
+    stream: str | None = None  # key that separates interleaved writers
+    level: str | None = None
+    dialect: str | None = None  # sglang | vllm | torch | glog | tracing | None
+    prefixed: bool = False  # an engine prefix was found (a traceback body line has none)
+
+
+def clean(raw: str) -> str:
+    if "\x1b" in raw or "[" in raw:
+        raw = ANSI.sub("", raw)
+    raw = raw.replace("\r", "").replace("^M", "")
+    return raw.replace("\x00", "")
+
+
+def _rank_from_proc(proc: str, rank: str | None, pid: str) -> str:
+    if rank is not None:
+        return f"rank{rank}"
+    m = regex.search(r"(?:DP\d+_?)?(?:PP\d+_?)?TP\d+(?:_EP\d+)?$", proc)
+    if m:
+        return m.group(0).replace("_", " ")
+    return f"{proc}:{pid}"
+
+
+def parse_line(no: int, raw: str) -> LogLine:
+    text = clean(raw)
+    rest = text
+    ts = rank = stream = level = dialect = None
+    prefixed = False
+    # peel wrappers (each at most once, outermost first)
+    for w in _WRAPPERS:
+        m = w.match(rest)
+        if m:
+            rest = rest[m.end() :]
+    # process prefixes may be doubled when two workers share a stream; the last one wins
+    while True:
+        m = _PROC.match(rest)
+        if not m:
+            break
+        rest = rest[m.end() :]
+        stream = m.group(0).strip()
+        rank = _rank_from_proc(m["proc"], m["rank"], m["pid"])
+        prefixed = True
+    m = _TORCH_RANK.match(rest)
+    if m:
+        rank = rank or f"rank{m['rank']}"
+        stream = stream or f"rank{m['rank']}"
+        rest = rest[m.end() :]
+        dialect = "torch"
+        prefixed = True
+    m = _VLLM.match(rest)
+    if m:
+        level, ts, dialect = m["level"], m["ts"], "vllm"
+        rest = rest[m.end() :]
+        prefixed = True
+        # vLLM >= 0.32 puts the process prefix after nothing; older wrap before; both handled
+        m2 = _PROC.match(rest)
+        if m2:
+            rest = rest[m2.end() :]
+            stream = m2.group(0).strip()
+            rank = _rank_from_proc(m2["proc"], m2["rank"], m2["pid"])
+    else:
+        m = _SGL.match(rest)
+        if m and (m["ts"] or m["ranks"]):
+            ts, dialect = m["ts"], "sglang"
+            ranks = (m["ranks"] or "").strip()
+            if ranks:
+                rank = " ".join(ranks.split())
+                stream = rank
+            rest = rest[m.end() :]
+            prefixed = True
+        else:
+            m = _SGL_GPU.match(rest)
+            if m:
+                rank = stream = f"gpu{m['gpu']}"
+                dialect = "sglang"
+                rest = rest[m.end() :]
+                prefixed = True
+            else:
+                for rx, name in ((_TRACING, "tracing"), (_GLOG, "glog"), (_UVICORN, "uvicorn")):
+                    m = rx.match(rest)
+                    if m:
+                        level = m["level"]
+                        ts = m.groupdict().get("ts")
+                        dialect = name
+                        rest = rest[m.end() :]
+                        prefixed = True
+                        break
+    return LogLine(no, text, rest, ts, rank, stream, level, dialect, prefixed)

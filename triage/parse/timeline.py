@@ -1,0 +1,95 @@
+"""Startup milestones, load figures and the phase the server was in when it failed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import regex
+
+from triage.models import Evidence, LoadFigures, Timeline
+from triage.parse.lines import LogLine
+
+WEIGHTS = regex.compile(r"Load weight end|Loading weights took|Model loading took")
+GRAPH_BEGIN = regex.compile(r"Capture (?:cuda graph|\w+ \w+ CUDA graph|piecewise CUDA graph) begin|Capturing CUDA graphs?|Capturing cudagraphs|Capturing the model for CUDA graphs")
+GRAPH_END = regex.compile(r"Capture cuda graph end|CUDA graph end\.|Graph capturing finished")
+READY = regex.compile(r"The server is fired up and ready to roll|Application startup complete")
+LOADING = regex.compile(r"Load weight begin|Init torch distributed begin|Starting to load model|Loading model weights|Loading safetensors")
+
+_NUM = {
+    "running": regex.compile(r"#running-req: (\d+)|Running: (\d+) reqs"),
+    "queued": regex.compile(r"#queue-req: (\d+)|(?:Waiting|Pending): (\d+) reqs"),
+    "token_usage": regex.compile(r"token usage: ([\d.]+)|GPU KV cache usage: ([\d.]+)%"),
+    "throughput": regex.compile(r"gen throughput \(token/s\): ([\d.]+)|Avg generation throughput: ([\d.]+)"),
+}
+_GRAPH = regex.compile(r"cuda graph: (True|False)")
+
+
+def _ts(ln: LogLine) -> str | None:
+    return ln.ts
+
+
+def _parse_time(ts: str | None) -> datetime | None:
+    if not ts:
+        return None
+    for fmt in ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%m-%d %H:%M:%S", "%H:%M:%S", "%H:%M:%S.%f"):
+        try:
+            return datetime.strptime(ts, fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def seconds_between(a: str | None, b: str | None) -> float | None:
+    ta, tb = _parse_time(a), _parse_time(b)
+    if ta is None or tb is None:
+        return None
+    d = (tb - ta).total_seconds()
+    return d if d >= 0 else None
+
+
+def load_figures(no: int, text: str, ts: str | None = None) -> LoadFigures:
+    vals: dict[str, float | int | None] = {}
+    for k, rx in _NUM.items():
+        m = rx.search(text)
+        if m:
+            raw = m.group(1) or m.group(2)
+            vals[k] = float(raw) if k in ("token_usage", "throughput") else int(raw)
+    g = _GRAPH.search(text)
+    return LoadFigures(line=no, time=ts, cuda_graph=(g.group(1) == "True") if g else None, **vals)  # type: ignore[arg-type]
+
+
+def build_timeline(lines: list[LogLine], crash_line: int | None) -> Timeline:
+    tl = Timeline()
+    if lines:
+        first = lines[0]
+        tl.first_line = first.no
+        tl.first_time = next((ln.ts for ln in lines if ln.ts), None)
+    phase = "starting"
+    phase_at_crash = None
+    last_ts = None
+    for ln in lines:
+        last_ts = ln.ts or last_ts
+        if crash_line is not None and ln.no >= crash_line and phase_at_crash is None:
+            phase_at_crash = phase
+        msg = ln.message
+        if LOADING.search(msg) and phase in ("starting",):
+            phase = "loading weights"
+        elif WEIGHTS.search(msg):
+            if tl.weights_loaded is None:
+                tl.weights_loaded = Evidence(line=ln.no, text=ln.text)
+            if phase in ("starting", "loading weights"):
+                phase = "allocating KV cache"
+        elif GRAPH_BEGIN.search(msg) and phase != "serving":
+            phase = "capturing CUDA graphs"
+        elif GRAPH_END.search(msg) and phase != "serving":
+            tl.cuda_graphs = Evidence(line=ln.no, text=ln.text)
+            phase = "warming up"
+        elif READY.search(msg):
+            if tl.ready is None or (crash_line is not None and ln.no < crash_line):
+                tl.ready = Evidence(line=ln.no, text=ln.text)
+                tl.ready_seconds = seconds_between(tl.first_time, last_ts)
+            phase = "serving"
+    if crash_line is not None and phase_at_crash is None:
+        phase_at_crash = phase
+    tl.phase_at_crash = phase_at_crash if crash_line is not None else None
+    return tl

@@ -1,0 +1,111 @@
+"""read -> scan -> parse -> match -> recommend: one log in, one Report out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from triage.catalogue.load import Catalogue, load_catalogue
+from triage.models import Evidence, Report
+from triage.parse.config import extract
+from triage.parse.environment import build_environment
+from triage.parse.failures import build_failures, collect_lines
+from triage.parse.markers import find_markers
+from triage.parse.timeline import build_timeline, load_figures
+from triage.parse.traceback import parse_tracebacks
+from triage.read import iter_chunks, open_source
+from triage.scan import Prefilter, ScanResult, scan
+
+
+@dataclass
+class Options:
+    version: str | None = None
+    command: str | None = None
+    prefer_hyperscan: bool = True
+
+
+_PREFILTERS: dict[tuple[int, bool], Prefilter] = {}
+
+
+def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True) -> Prefilter:
+    from triage.parse import anchors
+
+    key = (id(cat), prefer_hyperscan)
+    if key not in _PREFILTERS:
+        words = set(cat.keywords()) | set(anchors.WINDOW) | set(anchors.LINE)
+        _PREFILTERS[key] = Prefilter(words, prefer_hyperscan=prefer_hyperscan)
+    return _PREFILTERS[key]
+
+
+def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
+    pf = prefilter_for(cat, opts.prefer_hyperscan)
+    with open_source(path) as fh:
+        return scan(iter_chunks(fh, name=path), pf)
+
+
+def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | None = None) -> Report:
+    from triage.match import MatchContext, match
+    from triage.recommend import recommend
+
+    opts = opts or Options()
+    lines = collect_lines(res.lines)
+    tracebacks = parse_tracebacks(lines)
+    markers = find_markers(lines)
+    failures = build_failures(tracebacks, markers, source=name)
+    cfg = extract(lines)
+    env = build_environment(lines, cfg, opts.version)
+    if opts.command:
+        env.launch_command = opts.command
+    crash_line = failures[0].line if failures else None
+    timeline = build_timeline(lines, crash_line)
+    if failures:
+        first = failures[0]
+        header = first.raw[0] if first.raw else Evidence(line=first.line, text=first.message)
+        timeline.crash = header
+        by_no = {ln.no: ln for ln in lines}
+        timeline.crash_time = by_no[header.line].ts if header.line in by_no else None
+        anchor = min(res.last_load, default=None, key=lambda k: abs(k - header.line)) if res.last_load else None
+        if anchor is not None and res.last_load[anchor][0] < header.line:
+            no, text = res.last_load[anchor]
+            from triage.parse.lines import parse_line
+
+            timeline.last_load = load_figures(no, text, parse_line(no, text).ts)
+        for f in failures:
+            f.phase = timeline.phase_at_crash if f is first else None
+    elif res.final_load is not None:
+        no, text = res.final_load
+        timeline.last_load = load_figures(no, text)
+    load = res.load_before_failure if failures and res.load_before_failure else res.load
+    if load.peak_running:
+        from triage.models import LoadFigures
+
+        timeline.peak_running = LoadFigures(line=load.peak_line or 0, running=load.peak_running)
+    total = load.new_tokens + load.cached_tokens
+    if load.prefill_lines and total:
+        timeline.prefix_cache = {"cached_tokens": float(load.cached_tokens), "prompt_tokens": float(total),
+                                 "hit_rate": round(100.0 * load.cached_tokens / total, 2)}
+    report = Report(source=name, sources=[name], lines=res.total_lines, bytes=res.total_bytes,
+                    environment=env, timeline=timeline, failures=failures)
+    ctx = MatchContext(lines=lines, failures=failures, env=env)
+    report.findings = match(cat, ctx)
+    report.notes.extend(ctx.notes)
+    recommend(report, cat, load)
+    return report
+
+
+def analyze(path: str, catalogue: Catalogue | None = None, options: Options | None = None,
+            extra_catalogues: list[str] | None = None) -> Report:
+    """Analyse one log file (or `-` for stdin); the same Report the CLI renders."""
+    cat = catalogue or load_catalogue(extra_catalogues)
+    opts = options or Options()
+    res = scan_source(path, cat, opts)
+    return analyze_scan(res, path, cat, opts)
+
+
+def analyze_text(text: str, catalogue: Catalogue, name: str = "<text>", options: Options | None = None) -> Report:
+    """Analyse an in-memory log (catalogue examples, tests)."""
+    import io
+
+    opts = options or Options()
+    pf = prefilter_for(catalogue, opts.prefer_hyperscan)
+    res = scan(iter_chunks(io.BytesIO(text.encode("utf-8")), name=name), pf)
+    return analyze_scan(res, name, catalogue, opts)

@@ -1,0 +1,101 @@
+"""Open log sources (paths, `-` for stdin, `.gz`) and yield line-aligned byte chunks.
+
+Memory stays flat: a chunk is at most CHUNK_SIZE bytes plus the tail of a line that
+crossed the border. Decoding happens later, only for the lines somebody looks at.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import sys
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from triage.errors import TriageError
+
+CHUNK_SIZE = 8 * 1024 * 1024
+# A single line longer than this is cut (the rest is skipped up to the next newline), so a
+# 100 MB line without a newline cannot blow up memory or regex time.
+MAX_LINE = 1024 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _open_gzip(raw: BinaryIO) -> BinaryIO:
+    try:
+        from isal import igzip  # fastest reader when installed
+
+        return igzip.IGzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    except ImportError:
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+
+
+def open_source(path: str) -> BinaryIO:
+    """Open a path (or `-`) for binary reading; gzip is detected by its magic bytes."""
+    if path == "-":
+        raw: BinaryIO = sys.stdin.buffer
+        peek = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+        return _open_gzip(raw) if peek == GZIP_MAGIC else raw
+    p = Path(path)
+    if not p.exists():
+        raise TriageError(f"{path}: no such file")
+    if p.is_dir():
+        raise TriageError(f"{path}: is a directory")
+    try:
+        fh = open(p, "rb")  # noqa: SIM115 - the caller owns and closes it
+    except PermissionError:
+        raise TriageError(f"{path}: permission denied") from None
+    except OSError as e:
+        raise TriageError(f"{path}: cannot open ({e.strerror or e})") from None
+    magic = fh.read(2)
+    fh.seek(0)
+    return _open_gzip(fh) if magic == GZIP_MAGIC else fh
+
+
+def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input") -> Iterator[bytes]:
+    """Yield chunks that each end with a newline (the last one may not)."""
+    carry = b""
+    while True:
+        try:
+            block = stream.read(size)
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
+            # A truncated or corrupt .gz: keep what was readable, say so once.
+            if carry:
+                yield carry
+            raise TriageError(f"{name}: compressed data is truncated or corrupt ({e})") from None
+        if not block:
+            break
+        cut = block.rfind(b"\n")
+        if cut < 0:
+            carry += block
+            if len(carry) > MAX_LINE:
+                carry = carry[:MAX_LINE]
+            continue
+        out = carry + block[: cut + 1]
+        carry = block[cut + 1 :]
+        yield out
+    if carry:
+        yield carry
+
+
+def file_size(path: str) -> int | None:
+    if path == "-":
+        return None
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def read_text(path: str) -> str:
+    """Whole-text read for small inputs (catalogue examples, tests)."""
+    with open_source(path) as fh:
+        data = b"".join(iter_chunks(fh, name=path))
+    return data.decode("utf-8", "replace")
+
+
+def bytes_source(data: bytes) -> BinaryIO:
+    return io.BytesIO(data)

@@ -1,0 +1,192 @@
+"""Render a Report as Markdown that reads well raw (terminal) and rendered (issue, wiki).
+
+Log text never breaks the document: evidence goes in fences longer than any backtick run
+inside, inline text has backticks, pipes and HTML neutralised, and autoescape is off only
+because every value passes through one of these filters.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from triage.models import Evidence, Failure, LoadFigures, Report, Workaround
+
+_TEMPLATES = Path(__file__).resolve().parent / "templates"
+_BACKTICKS = re.compile(r"`+")
+MAX_EVIDENCE_LINES = 40
+
+
+def fence_for(text: str) -> str:
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def inline(text: object) -> str:
+    """One line of log text safe inside Markdown prose or a table cell."""
+    s = " ".join(str(text).split())
+    s = s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    s = s.replace("`", "'").replace("*", "\\*")
+    return s
+
+
+def _code_inline(text: str) -> str:
+    s = " ".join(text.split())
+    longest = max((len(m) for m in _BACKTICKS.findall(s)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{ticks}{pad}{s}{pad}{ticks}"
+
+
+def evidence_lines(items: list[Evidence]) -> str:
+    if not items:
+        return ""
+    width = len(str(max(e.line for e in items)))
+    body = "\n".join(f"{e.line:>{width}} | {e.text}" for e in items[:MAX_EVIDENCE_LINES])
+    if len(items) > MAX_EVIDENCE_LINES:
+        body += f"\n{'':>{width}} | ... {len(items) - MAX_EVIDENCE_LINES} more lines"
+    fence = fence_for(body)
+    return f"{fence}text\n{body}\n{fence}"
+
+
+def failure_evidence(f: Failure) -> str:
+    return evidence_lines(f.raw)
+
+
+def where(f: Failure) -> str:
+    ranks = ""
+    if f.ranks:
+        shown = ", ".join(f.ranks[:16]) + (f" and {len(f.ranks) - 16} more" if len(f.ranks) > 16 else "")
+        ranks = f"on {len(f.ranks)} rank{'s' if len(f.ranks) > 1 else ''} ({shown})"
+        if f.first_rank and len(f.ranks) > 1:
+            ranks += f", first {f.first_rank}"
+        ranks += ", "
+    return f"{ranks}line {f.line}"
+
+
+def change(w: Workaround) -> str:
+    parts = []
+    if w.flags:
+        parts.append("add " + ", ".join(_code_inline(x) for x in w.flags))
+    if w.remove_flags:
+        parts.append("remove " + ", ".join(_code_inline(x) for x in w.remove_flags))
+    if w.env:
+        parts.append("set " + ", ".join(_code_inline(x) for x in w.env))
+    if w.action:
+        parts.append(inline(w.action))
+    return "; ".join(parts) or inline(w.title)
+
+
+def load(lf: LoadFigures) -> str:
+    bits = []
+    if lf.running is not None:
+        bits.append(f"{lf.running} running")
+    if lf.queued is not None:
+        bits.append(f"{lf.queued} queued")
+    if lf.token_usage is not None:
+        bits.append(f"token usage {lf.token_usage:g}")
+    if lf.throughput is not None:
+        bits.append(f"{lf.throughput:g} tok/s")
+    if lf.cuda_graph is not None:
+        bits.append("CUDA graph " + ("on" if lf.cuda_graph else "off"))
+    return ", ".join(bits)
+
+
+def seconds(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    return f"{s / 60:.1f} min"
+
+
+def size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def fixlink(fixed: str) -> str:
+    if fixed.startswith("https://"):
+        return f"<{fixed}>"
+    return f"upgrade to {inline(fixed)} or later"
+
+
+def shortpath(p: str) -> str:
+    from triage.fingerprint import module_path
+
+    return inline(module_path(p))
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
+        autoescape=False,  # Markdown, not HTML: values are made safe by the filters above
+        trim_blocks=False,
+        lstrip_blocks=False,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(inline=inline, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
+                       change=change, load=load, seconds=seconds, size=size, fixlink=fixlink,
+                       shortpath=shortpath)
+    return env
+
+
+_ENV_ROWS = [("version", "version"), ("model", "model"), ("TP size", "tp_size"), ("DP size", "dp_size"),
+             ("PP size", "pp_size"), ("attention backend", "attention_backend"),
+             ("KV-cache dtype", "kv_cache_dtype"), ("quantization", "quantization"),
+             ("CUDA graphs", "cuda_graph"), ("prefix cache", "prefix_cache"), ("config printed at line", "config_line")]
+_SHOWN = {"model_path", "model", "model_tag", "tp_size", "tensor_parallel_size", "dp_size", "data_parallel_size",
+          "pp_size", "pipeline_parallel_size", "attention_backend", "kv_cache_dtype", "quantization"}
+
+
+def _headline(r: Report) -> str:
+    n = len(r.failures)
+    if not n and not r.findings:
+        return "no failure found"
+    known = {x.failure for x in r.findings if x.failure is not None}
+    unknown = n - len(known)
+    parts = [f"{n} failure{'s' if n != 1 else ''}"] if n else []
+    if n:
+        parts.append("known" if unknown == 0 else ("unknown" if not known else f"{unknown} unknown"))
+    loose = [x for x in r.findings if x.failure is None]
+    if loose:
+        parts.append(f"{len(loose)} other match{'es' if len(loose) != 1 else ''}")
+    return ", ".join(parts)
+
+
+def _non_default(r: Report) -> str:
+    from triage.recommend import launch_args
+
+    args = launch_args(r.environment)
+    if not args:
+        return ""
+    skip = 3 if r.environment.engine == "sglang" else 2
+    rest = args[skip:]
+    return " ".join(rest)[:1500]
+
+
+def render_markdown(r: Report) -> str:
+    by_failure: dict[int, list] = {}
+    for x in r.findings:
+        if x.failure is not None:
+            by_failure.setdefault(x.failure, []).append(x)
+    top = r.findings[0] if r.findings else None
+    top_failure = r.failures[top.failure] if top is not None and top.failure is not None else None
+    applied = []
+    if top is not None:
+        applied = [" ".join(w.flags + w.env) or w.title for w in top.workarounds if w.status == "already-applied"]
+    env_rows = [(label, getattr(r.environment, key)) for label, key in _ENV_ROWS
+                if getattr(r.environment, key) not in (None, "") and key != "version"]
+    tpl = _env().get_template("report.md.j2")
+    text = tpl.render(
+        r=r, headline=_headline(r), top=top, top_failure=top_failure, applied=applied,
+        findings_by_failure=by_failure, loose=[x for x in r.findings if x.failure is None],
+        env_rows=env_rows, other_flags=_non_default(r),
+    )
+    return re.sub(r"\n{3,}", "\n\n", text)
