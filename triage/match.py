@@ -106,9 +106,11 @@ def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
     hits: dict[str, list[LogLine]] = defaultdict(list)
     timed_out: set[str] = set()
     for ln in ctx.lines:
-        found = {m.group(0) for m in kw_rx.finditer(ln.text)}
-        if not found:
+        if kw_rx.search(ln.text) is None:
             continue
+        # keywords can overlap ("illegal memory access" inside "an illegal memory access was ..."),
+        # so a line that holds one is checked for all of them
+        found = [k for k in by_kw if k in ln.text]
         sigs = {s.spec.id: s for k in found for s in by_kw[k]}
         for sid, s in sigs.items():
             for p in s.patterns:

@@ -88,6 +88,7 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     ctx = MatchContext(lines=lines, failures=failures, env=env)
     report.findings = match(cat, ctx)
     report.notes.extend(ctx.notes)
+    _failures_from_findings(report)
     recommend(report, cat, load)
     return report
 
@@ -109,3 +110,45 @@ def analyze_text(text: str, catalogue: Catalogue, name: str = "<text>", options:
     pf = prefilter_for(catalogue, opts.prefer_hyperscan)
     res = scan(iter_chunks(io.BytesIO(text.encode("utf-8")), name=name), pf)
     return analyze_scan(res, name, catalogue, opts)
+
+
+def _failures_from_findings(report: Report) -> None:
+    """A crash signature that matched a line outside any parsed failure marks a failure too:
+    the log says the server failed there even without a traceback (a warning before a cut-off
+    excerpt, an ERROR line, a status table)."""
+    import regex
+
+    from triage.fingerprint import fingerprint
+    from triage.models import Failure
+    from triage.parse.lines import parse_line
+
+    exc_rx = regex.compile(r"(?:^|\s)((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit))(?::\s?(.*))?$")
+    added = False
+    by_line: dict[int, int] = {}
+    for x in report.findings:
+        if x.failure is not None or x.severity not in ("crash", "hang") or x.unlikely or not x.evidence:
+            continue
+        ev = x.evidence[0]
+        if ev.line in by_line:
+            x.failure = by_line[ev.line]
+            continue
+        ln = parse_line(ev.line, ev.text)
+        m = exc_rx.search(ln.message)
+        exc, msg = (m.group(1), (m.group(2) or "").strip()) if m else ((ln.level or "Error").title(), ln.message.strip())
+        f = Failure(kind="log-line", exception=exc, message=msg, line=ev.line, exception_line=ev.line,
+                    end_line=ev.line, ranks=[ln.rank] if ln.rank else [], first_rank=ln.rank,
+                    fingerprint=fingerprint(exc, msg, []), raw=list(x.evidence), source=report.source)
+        report.failures.append(f)
+        x.failure = by_line[ev.line] = len(report.failures) - 1
+        added = True
+    if not added:
+        return
+    order = sorted(range(len(report.failures)), key=lambda i: report.failures[i].line)
+    remap = {old: new for new, old in enumerate(order)}
+    report.failures = [report.failures[i] for i in order]
+    for x in report.findings:
+        if x.failure is not None:
+            x.failure = remap[x.failure]
+    first = report.failures[0]
+    if report.timeline.crash is None or first.line < report.timeline.crash.line:
+        report.timeline.crash = first.raw[0] if first.raw else None

@@ -13,7 +13,7 @@ from triage.fingerprint import fingerprint, mask
 from triage.models import Evidence, ExceptionInfo, Failure, Frame
 from triage.parse.lines import LogLine
 from triage.parse.markers import MarkerHit
-from triage.parse.traceback import Traceback, unwrap
+from triage.parse.traceback import TRUNCATED, Traceback, unwrap
 
 _RANK_ORDER = regex.compile(r"\d+")
 
@@ -54,7 +54,11 @@ def _from_traceback(tb: Traceback, source: str | None) -> Failure:
 def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source: str | None = None) -> list[Failure]:
     by_fp: dict[str, Failure] = {}
     spans: list[tuple[int, int]] = []
+    complete = [tb.line for tb in tracebacks if tb.final.type != TRUNCATED]
     for tb in tracebacks:
+        if tb.final.type == TRUNCATED and any(abs(c - tb.line) < 2000 for c in complete):
+            spans.append((tb.line, tb.end_line))
+            continue  # another rank's copy of a traceback that is complete elsewhere
         f = _from_traceback(tb, source)
         spans.append((tb.line, tb.end_line))
         have = by_fp.get(f.fingerprint)

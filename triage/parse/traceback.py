@@ -16,6 +16,7 @@ import regex
 from triage.parse.lines import LogLine
 
 HEADER = "Traceback (most recent call last)"
+TRUNCATED = "(traceback cut off)"
 CHAIN_MARKERS = (
     "During handling of the above exception, another exception occurred",
     "The above exception was the direct cause of the following exception",
@@ -118,6 +119,12 @@ class _Assembler:
             return True
         return True  # stripped indentation: a code line pasted without its spaces
 
+    def _open_headless(self, ln: LogLine) -> None:
+        s = Stream(_stream_key(ln), ln.rank, ln.no)
+        s.lines.append(ln)
+        self.open[s.key] = s
+        self.last = s
+
     def _consensus(self) -> list[str]:
         longest: Stream | None = None
         for s in list(self.open.values()) + self.done:
@@ -165,6 +172,8 @@ class _Assembler:
                 self._close(s)
             return
         if ln.prefixed:
+            if not self.open and FRAME.match(msg) and ln.stream is None and ln.dialect == "vllm":
+                self._open_headless(ln)
             return  # another writer's ordinary line cutting in
         # unprefixed: pick the open stream that expects this line
         stripped = msg.strip()
@@ -178,6 +187,8 @@ class _Assembler:
                 continue
             candidates.append(s)
         if not candidates:
+            if not self.open and FRAME.match(msg):
+                self._open_headless(ln)  # an excerpt that starts inside a traceback
             return
         chosen = self._choose(candidates, msg)
         if chosen is None:
@@ -255,7 +266,10 @@ def _parse_stream(s: Stream) -> Traceback | None:
             f = frames[-1]
             frames[-1] = (f[0], f[1], f[2], stripped)
     if not chain:
-        return None
+        if not frames:
+            return None
+        # the log (or the excerpt) ends before the exception line: still a failure
+        chain.append(Exc(TRUNCATED, "the log ends before the exception line", s.lines[-1].no, frames))
     return Traceback(s.rank, s.header_line, s.lines[-1].no, chain, s.lines)
 
 
