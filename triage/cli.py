@@ -6,6 +6,7 @@ problem), 2 usage or input error, 3 `watch` timed out. Errors are one line on st
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from enum import Enum
@@ -65,7 +66,8 @@ def analyze(
     no_hyperscan: Annotated[bool, typer.Option("--no-hyperscan", help="Use the portable scanner (for comparison).")] = False,
 ) -> None:
     """Analyse server logs: what failed, why, what to do now, and the evidence."""
-    from triage.pipeline import Options, analyze as run
+    from triage.pipeline import Options
+    from triage.pipeline import analyze as run
     from triage.report.json_out import render_json
     from triage.report.markdown import render_markdown
 
@@ -172,8 +174,6 @@ def main() -> None:
             raise
         sys.stderr.write(f"triage: internal error: {type(e).__name__}: {e} (set TRIAGE_DEBUG=1 for details)\n")
         code = EXIT_USAGE
-    try:
+    with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()
-    except BrokenPipeError:
-        pass
     sys.exit(code)

@@ -140,6 +140,7 @@ def _finding(sig: Signature, lines: list[LogLine], ctx: MatchContext) -> Finding
         if failure_idx is not None and not consequence:
             break
     if failure_idx is not None and consequence:
+        conf *= 0.6
         why.append(f"the match follows failure {failure_idx + 1} (a consequence, not its cause)")
     elif failure_idx is not None:
         conf += 0.05

@@ -128,6 +128,7 @@ class Environment(BaseModel):
     prefix_cache: str | None = None
     config_line: int | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    launch_settings: dict[str, Any] = Field(default_factory=dict, exclude=True)  # from the launch args only
     launch_command: str | None = None
 
 

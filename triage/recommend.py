@@ -19,6 +19,10 @@ from triage.scan import LoadSummary
 LAUNCH = {"sglang": "python -m sglang.launch_server", "vllm": "vllm serve"}
 # settings printed in the config that are not launch flags (or are positional)
 _SKIP_SETTINGS = {"model_tag", "launch_command", "dispatch_function", "subparser", "func"}
+# Values SGLang resolves at startup and prints as if they had been given: leaving them out of
+# the rebuilt command gives the same server.
+_RESOLVED_FROM = {"tokenizer_path": "model_path", "served_model_name": "model_path"}
+_RESOLVED_SKIP = {"random_seed", "device"}
 
 
 def _applies_to(w: WorkaroundSpec, engine: str | None) -> bool:
@@ -179,18 +183,22 @@ def _render_setting(flag: str, value: Any, takes_value: bool | None) -> list[str
 
 def launch_args(env: Environment) -> list[str] | None:
     """The launch command rebuilt from the printed configuration (non-default values only)."""
-    if env.engine not in LAUNCH or not env.settings:
+    if env.engine not in LAUNCH or not env.launch_settings:
         return None
     idx = flag_index(env.engine)
     if idx is None:
         return None
     args = shlex.split(LAUNCH[env.engine])
+    settings = env.launch_settings
     if env.engine == "vllm":
-        model = env.settings.get("model_tag") or env.settings.get("model")
+        model = settings.get("model_tag") or settings.get("model")
         if model:
             args.append(str(model))
-    for key, value in env.settings.items():
+    for key, value in settings.items():
         if key in _SKIP_SETTINGS or (env.engine == "vllm" and key == "model"):
+            continue
+        if env.engine == "sglang" and (key in _RESOLVED_SKIP or
+                                        (key in _RESOLVED_FROM and settings.get(_RESOLVED_FROM[key]) == value)):
             continue
         info = idx.by_dest.get(key)
         if info is None or info.removed_in:

@@ -41,7 +41,7 @@ def literal_of(pattern: str) -> str:
 def pattern_problems(sig: Signature) -> list[str]:
     out = []
     spec = sig.spec
-    for src, rx in zip(spec.patterns, sig.patterns):
+    for src, rx in zip(spec.patterns, sig.patterns, strict=True):
         lit = literal_of(src)
         if not any(k in lit for k in spec.keywords):
             out.append(f"pattern {src!r} contains none of the keywords {spec.keywords}: the prefilter could hide its matches")
@@ -128,22 +128,31 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
         if not root.is_dir():
             problems.append((str(root), "catalogue directory not found"))
             continue
-        sig_root = root / "signatures" if (root / "signatures").is_dir() else root
-        wk_root = root / "workarounds" if (root / "workarounds").is_dir() else root
-        for f in _yaml_files(wk_root) if wk_root != sig_root else []:
+        has_sig, has_wk = (root / "signatures").is_dir(), (root / "workarounds").is_dir()
+        if has_sig or has_wk:
+            wk_files = _yaml_files(root / "workarounds") if has_wk else []
+            sig_files = _yaml_files(root / "signatures") if has_sig else []
+            mixed: list[Path] = []
+        else:
+            wk_files, sig_files, mixed = [], [], _yaml_files(root)
+        for f in wk_files:
             try:
                 _add_wk(cat, load_workaround(f), f)
             except CatalogueError as e:
                 problems.append((str(f), str(e)))
-        for f in _yaml_files(sig_root):
+        for f in mixed:
             try:
-                if wk_root == sig_root:
-                    from triage.catalogue.load import read_yaml
+                from triage.catalogue.load import read_yaml
 
-                    data, _ = read_yaml(f)
-                    if not (isinstance(data, dict) and "patterns" in data):
-                        _add_wk(cat, load_workaround(f), f)
-                        continue
+                data, _ = read_yaml(f)
+                if isinstance(data, dict) and "patterns" in data:
+                    sig_files.append(f)
+                else:
+                    _add_wk(cat, load_workaround(f), f)
+            except CatalogueError as e:
+                problems.append((str(f), str(e)))
+        for f in sig_files:
+            try:
                 _add_sig(cat, load_signature(f))
             except CatalogueError as e:
                 problems.append((str(f), str(e)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -109,7 +109,7 @@ class FlagIndex:
         return "ok", None
 
 
-@lru_cache(maxsize=None)
+@cache
 def flag_index(engine: str) -> FlagIndex | None:
     path = DATA / f"{engine}.yaml"
     if not path.exists():

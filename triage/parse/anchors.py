@@ -66,6 +66,10 @@ LINE = [
     "Initializing an LLM engine",
     "Initializing a V1 LLM engine",
     "Possible solutions",
+    "sglang.launch_server",
+    "sglang serve",
+    "vllm serve",
+    "vllm.entrypoints.openai.api_server",
     # timeline milestones
     "Load weight end",
     "Loading weights took",

@@ -39,10 +39,13 @@ _ANY_VERSION = [
 class Config:
     engine: str | None = None
     line: int | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)  # everything printed, merged
+    cli: dict[str, Any] = field(default_factory=dict)  # only what the launch arguments said
     version: str | None = None
     version_line: int | None = None
     non_default: bool = False  # vLLM's non-default args hold only changed values
+    launch_command: str | None = None  # a shell command line the log shows (e.g. `Killed  python -m ...`)
+    launch_line: int | None = None
 
 
 def _balanced_end(text: str, open_at: int) -> int | None:
@@ -62,11 +65,10 @@ def _balanced_end(text: str, open_at: int) -> int | None:
             quote = c
         elif c in _CLOSE:
             stack.append(_CLOSE[c])
-        elif c in ")}]":
-            if stack and stack[-1] == c:
-                stack.pop()
-                if not stack:
-                    return i + 1
+        elif c in ")}]" and stack and stack[-1] == c:
+            stack.pop()
+            if not stack:
+                return i + 1
         i += 1
     return None
 
@@ -160,10 +162,20 @@ def _join_wrapped(lines: list[LogLine], i: int, start: int) -> tuple[str, int]:
     return text, j
 
 
+_LAUNCH = regex.compile(
+    r"(?P<cmd>(?:python3?(?:\.\d+)? -m (?:sglang\.launch_server|vllm\.entrypoints\.openai\.api_server)|sglang serve|vllm serve)"
+    r"(?: +[^\s|;&<>]+){1,400})\s*$"
+)
+
+
 def extract(lines: list[LogLine]) -> Config:
     cfg = Config()
     for i, ln in enumerate(lines):
         msg = ln.message
+        if cfg.launch_command is None and ("launch_server" in msg or " serve " in msg or msg.startswith(("sglang serve", "vllm serve"))):
+            lm = _LAUNCH.search(msg)
+            if lm and " --" in lm["cmd"]:
+                cfg.launch_command, cfg.launch_line = lm["cmd"].strip(), ln.no
         for engine, kind, rx in _STARTS:
             m = rx.search(msg)
             if not m:
@@ -186,12 +198,12 @@ def extract(lines: list[LogLine]) -> Config:
             end = _balanced_end(text, 0)
             body = text[1 : (end - 1) if end else len(text)]
             settings = _parse_kv(body) if kind == "repr" else _parse_dict(body)
-            if settings and (cfg.line is None or cfg.engine != engine or kind != "kv"):
-                # the first complete launch line wins; a restart prints it again
-                if cfg.line is None or not cfg.settings:
-                    cfg.engine, cfg.line = engine, ln.no
-                    cfg.settings = {**settings, **{k: v for k, v in cfg.settings.items() if k not in settings}}
-                    cfg.non_default = kind == "dict" and engine == "vllm"
+            # the first complete launch line wins; a restart prints it again
+            if settings and (cfg.line is None or not cfg.cli):
+                cfg.engine, cfg.line = engine, ln.no
+                cfg.cli = dict(settings)
+                cfg.settings = {**settings, **{k: v for k, v in cfg.settings.items() if k not in settings}}
+                cfg.non_default = kind == "dict" and engine == "vllm"
             break
         if cfg.version is None:
             for engine, rx in _ANY_VERSION:

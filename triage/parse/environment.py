@@ -57,7 +57,9 @@ def guess_engine(lines: list[LogLine], cfg: Config) -> str | None:
 def build_environment(lines: list[LogLine], cfg: Config, version_override: str | None = None) -> Environment:
     s = cfg.settings
     env = Environment(engine=guess_engine(lines, cfg), version=version_override or cfg.version,
-                      config_line=cfg.line, settings=s)
+                      config_line=cfg.line, settings=s, launch_settings=cfg.cli)
+    if cfg.launch_command:
+        env.launch_command = cfg.launch_command
     model = _first(s, _KEYS["model"])
     env.model = str(model) if model is not None else None
     env.tp_size = _int(_first(s, _KEYS["tp_size"]))

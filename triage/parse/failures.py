@@ -33,7 +33,10 @@ def _from_traceback(tb: Traceback, source: str | None) -> Failure:
     cause: ExceptionInfo | None = None
     wrapped = unwrap(final.type, final.message)
     if wrapped is not None:
-        cause = ExceptionInfo(exception=wrapped[0] or "(message)", message=wrapped[1])
+        inner_type = wrapped[0]
+        if not inner_type and len(tb.chain) > 1 and tb.chain[0].message.startswith(wrapped[1][:40]):
+            inner_type = tb.chain[0].type  # the chain names the type the wrapper dropped
+        cause = ExceptionInfo(exception=inner_type or "(message)", message=wrapped[1])
     elif len(tb.chain) > 1:
         first = tb.chain[0]
         cause = ExceptionInfo(exception=first.type, message=first.message)
@@ -111,11 +114,13 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
         _add_rank(f, hit.line.rank)
     failures.sort(key=lambda f: f.line)
     _fold_consequences(failures)
-    # secondary markers: attach to the failure before them, else they are the failure
+    # secondary markers: attach to the failure before them (or one starting right after,
+    # like vLLM's "EngineCore failed to start." just above its traceback), else they are the failure
     for hit in secondary:
         before = [f for f in failures if f.line <= hit.line.no]
-        if before:
-            tgt = before[-1]
+        after = [f for f in failures if 0 < f.line - hit.line.no <= 3]
+        if before or after:
+            tgt = after[0] if after else before[-1]
             if len(tgt.followed_by) < 8:
                 tgt.followed_by.append(Evidence(line=hit.line.no, text=hit.line.text))
             continue
@@ -153,9 +158,10 @@ def _fold_consequences(failures: list[Failure]) -> None:
     """A C++ abort or `Fatal Python error: Aborted` right after another failure is its echo."""
     keep: list[Failure] = []
     for f in failures:
-        echo = f.kind in ("cxx", "segfault") and f.message.strip() in ("", "Aborted") or (
-            f.kind == "cxx" and keep and keep[-1].kind in ("nccl", "cuda", "traceback")
-            and 0 <= f.line - (keep[-1].end_line or keep[-1].line) <= 200)
+        prev = keep[-1] if keep else None
+        near = prev is not None and prev.line <= f.line <= (prev.end_line or prev.line) + 200
+        echo = (f.kind in ("cxx", "segfault") and f.message.strip() in ("", "Aborted") and prev is not None) or (
+            f.kind == "cxx" and near and prev is not None and prev.kind in ("nccl", "cuda", "traceback"))
         if echo and keep:
             prev = keep[-1]
             if len(prev.followed_by) < 8:

@@ -30,7 +30,7 @@ _PROC = regex.compile(
     r"\((?P<proc>[A-Za-z_][\w]*)(?: rank=(?P<rank>\d+))? pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s?"
 )
 # torch: [rank0]: and the c10d glog tail [rank0]:[E219 12:14:43.351647859 ProcessGroupNCCL.cpp:1595]
-_TORCH_RANK = regex.compile(r"\[rank(?P<rank>\d+)\]:(?:\[[EWI]\d{4} [\d:.]+ [\w.]+:\d+\] ?)?")
+_TORCH_RANK = regex.compile(r"\[rank(?P<rank>\d+)\]:(?:\[[EWIF]\d{3,4} [\d:.]+ [\w.]+:\d+\] ?)?")
 # vLLM: INFO 05-12 10:11:12 [file.py:123] msg   (<=0.7: INFO 05-12 10:11:12 file.py:123] msg)
 _VLLM = regex.compile(
     r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? "

@@ -22,6 +22,7 @@ CHAIN_MARKERS = (
     "The above exception was the direct cause of the following exception",
 )
 FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>[^\s]+)')
+FAULTHANDLER_FRAME = regex.compile(r'^\s*File "[^"]+", line \d+ in \S+')
 # A Python exception line: optional dotted module path, a class name, optional ": message"
 EXC_LINE = regex.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s?(?P<msg>.*))?$")
 WRAPPERS = [
@@ -107,9 +108,7 @@ class _Assembler:
                 s.state = "body"
                 s.blank_after_exc = False
                 return True
-            if s.blank_after_exc:
-                return False
-            return True  # continuation of the exception message
+            return not s.blank_after_exc  # else: a continuation of the exception message
         if FRAME.match(msg) or msg[:1] in (" ", "\t") or stripped.startswith((HEADER, "^", "~")):
             return True
         if stripped.startswith(CHAIN_MARKERS) or not stripped:
@@ -120,6 +119,8 @@ class _Assembler:
         return True  # stripped indentation: a code line pasted without its spaces
 
     def _open_headless(self, ln: LogLine) -> None:
+        if FAULTHANDLER_FRAME.match(ln.message):
+            return  # a faulthandler dump (Fatal Python error) is reported by its marker
         s = Stream(_stream_key(ln), ln.rank, ln.no)
         s.lines.append(ln)
         self.open[s.key] = s
