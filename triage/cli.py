@@ -64,6 +64,7 @@ def analyze(
     version: Annotated[Optional[str], typer.Option("--version", help="Engine version, when the log does not print it.")] = None,  # noqa: UP045
     command: Annotated[Optional[str], typer.Option("--command", help="The server's launch command, to patch.")] = None,  # noqa: UP045
     no_hyperscan: Annotated[bool, typer.Option("--no-hyperscan", help="Use the portable scanner (for comparison).")] = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Processes to use (0: one per core).")] = 0,
 ) -> None:
     """Analyse server logs: what failed, why, what to do now, and the evidence."""
     from triage.pipeline import Options
@@ -72,7 +73,7 @@ def analyze(
     from triage.report.markdown import render_markdown
 
     cat = _load(catalogue)
-    opts = Options(version=version, command=command, prefer_hyperscan=not no_hyperscan)
+    opts = Options(version=version, command=command, prefer_hyperscan=not no_hyperscan, workers=jobs)
     paths = expand_inputs(logs)
     reports = [run(p, cat, opts) for p in paths]
     if len(reports) == 1:

@@ -42,18 +42,21 @@ class MatchContext:
     lines: list[LogLine]
     failures: list[Failure]
     env: Environment
+    keyword_lines: set[int] | None = None  # from the scan; None: look in every line
     notes: list[str] = field(default_factory=list)
 
 
-def _keyword_rx(cat: Catalogue) -> tuple[regex.Pattern[str] | None, dict[str, list[Signature]]]:
+# Lines that carry request content (prompts, outputs): user text can say anything, including
+# an error message, so no signature is matched there.
+CONTENT_LINE = regex.compile(r"^(?:Receive: obj=|Finish: obj=|Received request |Generate request |Added request )")
+
+
+def _by_keyword(cat: Catalogue) -> dict[str, list[Signature]]:
     by_kw: dict[str, list[Signature]] = defaultdict(list)
     for s in cat.signatures.values():
         for k in s.spec.keywords:
             by_kw[k].append(s)
-    if not by_kw:
-        return None, {}
-    alt = "|".join(regex.escape(k) for k in sorted(by_kw, key=len, reverse=True))
-    return regex.compile(f"(?:{alt})"), by_kw
+    return by_kw
 
 
 def _setting(settings: dict[str, Any], name: str) -> tuple[bool, Any]:
@@ -100,17 +103,21 @@ def _failure_for(line: int, failures: list[Failure]) -> tuple[int | None, bool]:
 
 
 def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
-    kw_rx, by_kw = _keyword_rx(cat)
-    if kw_rx is None:
+    by_kw = _by_keyword(cat)
+    if not by_kw:
         return []
     hits: dict[str, list[LogLine]] = defaultdict(list)
     timed_out: set[str] = set()
     for ln in ctx.lines:
-        if kw_rx.search(ln.text) is None:
+        if ctx.keyword_lines is not None and ln.no not in ctx.keyword_lines:
+            continue
+        if CONTENT_LINE.match(ln.message):
             continue
         # keywords can overlap ("illegal memory access" inside "an illegal memory access was ..."),
         # so a line that holds one is checked for all of them
         found = [k for k in by_kw if k in ln.text]
+        if not found:
+            continue
         sigs = {s.spec.id: s for k in found for s in by_kw[k]}
         for sid, s in sigs.items():
             for p in s.patterns:

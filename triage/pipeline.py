@@ -21,6 +21,7 @@ class Options:
     version: str | None = None
     command: str | None = None
     prefer_hyperscan: bool = True
+    workers: int = 0  # processes for one big file; 0: one per core
 
 
 _PREFILTERS: dict[tuple[int, bool], Prefilter] = {}
@@ -32,13 +33,22 @@ def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True) -> Prefilter:
     key = (id(cat), prefer_hyperscan)
     if key not in _PREFILTERS:
         words = set(cat.keywords()) | set(anchors.WINDOW) | set(anchors.LINE)
-        _PREFILTERS[key] = Prefilter(words, prefer_hyperscan=prefer_hyperscan)
+        _PREFILTERS[key] = Prefilter(words, prefer_hyperscan=prefer_hyperscan, flagged=cat.keywords())
     return _PREFILTERS[key]
 
 
 def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
+    import os
+
+    from triage.scan import scan_file
+
     pf = prefilter_for(cat, opts.prefer_hyperscan)
     with open_source(path) as fh:
+        workers = opts.workers or (os.cpu_count() or 1)
+        if path != "-" and workers > 1 and fh.__class__.__name__ == "BufferedReader":
+            res = scan_file(path, pf, workers)
+            if res is not None:
+                return res
         return scan(iter_chunks(fh, name=path), pf)
 
 
@@ -85,7 +95,7 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
                                  "hit_rate": round(100.0 * load.cached_tokens / total, 2)}
     report = Report(source=name, sources=[name], lines=res.total_lines, bytes=res.total_bytes,
                     environment=env, timeline=timeline, failures=failures)
-    ctx = MatchContext(lines=lines, failures=failures, env=env)
+    ctx = MatchContext(lines=lines, failures=failures, env=env, keyword_lines=res.keyword_lines)
     report.findings = match(cat, ctx)
     report.notes.extend(ctx.notes)
     _failures_from_findings(report)

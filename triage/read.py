@@ -55,12 +55,23 @@ def open_source(path: str) -> BinaryIO:
     return _open_gzip(fh) if magic == GZIP_MAGIC else fh
 
 
-def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input") -> Iterator[bytes]:
-    """Yield chunks that each end with a newline (the last one may not)."""
+def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
+                limit: int | None = None) -> Iterator[bytes]:
+    """Yield chunks that each end with a newline (the last one may not).
+
+    At most `limit` bytes are read when given (a byte range of a file). A line longer than
+    MAX_LINE is cut there and the rest of it skipped, so one pathological line costs neither
+    memory nor regex time.
+    """
     carry = b""
+    skipping = False  # inside the tail of an over-long line
+    left = limit
     while True:
+        want = size if left is None else min(size, left)
+        if want <= 0:
+            break
         try:
-            block = stream.read(size)
+            block = stream.read(want)
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
             # A truncated or corrupt .gz: keep what was readable, say so once.
             if carry:
@@ -68,15 +79,29 @@ def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input") -
             raise TriageError(f"{name}: compressed data is truncated or corrupt ({e})") from None
         if not block:
             break
-        cut = block.rfind(b"\n")
+        if left is not None:
+            left -= len(block)
+        start = 0
+        if skipping:
+            nl = block.find(b"\n")
+            if nl < 0:
+                continue
+            skipping = False
+            carry += b"\n"
+            start = nl + 1
+        cut = block.rfind(b"\n", start)
         if cut < 0:
-            carry += block
+            carry += block[start:]
             if len(carry) > MAX_LINE:
                 carry = carry[:MAX_LINE]
+                skipping = True
             continue
-        out = carry + block[: cut + 1]
+        if not carry and start == 0 and cut == len(block) - 1:
+            yield block  # the common case for big reads: no copy at all
+            continue
+        # one copy: the carried head of a line plus the block up to its last newline
+        yield b"".join((carry, memoryview(block)[start : cut + 1]))
         carry = block[cut + 1 :]
-        yield out
     if carry:
         yield carry
 

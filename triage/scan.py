@@ -19,7 +19,8 @@ from triage.parse import anchors
 FAILURE_HINTS = (b"Traceback (most recent", b"Fatal Python error", b"terminate called", b"NCCL WARN",
                  b"Watchdog caught", b"Received sigquit", b"hit an exception", b"fatal error")
 
-_RUNNING = re.compile(rb"#running-req: (\d+)|Running: (\d+) reqs")
+_RUNNING_SGL = re.compile(rb"#running-req: (\d+)")
+_RUNNING_VLLM = re.compile(rb"Running: (\d+) reqs")
 _PREFILL = re.compile(rb"#new-token: (\d+), #cached-token: (\d+)")
 _VLLM_HIT = re.compile(rb"Prefix cache hit rate: ([\d.]+)%")
 _LOAD_WORDS = [w.encode() for w in anchors.LOAD]
@@ -45,13 +46,23 @@ class ScanResult:
     load: LoadSummary = field(default_factory=LoadSummary)
     load_before_failure: LoadSummary | None = None
     engine_used: str = "re"
+    keyword_lines: set[int] = field(default_factory=set)  # lines holding a catalogue keyword
+    failure_anchors: list[int] = field(default_factory=list)  # first failure-looking line per chunk
 
 
 class Prefilter:
-    """Finds byte offsets of literal keywords in a chunk."""
+    """Finds byte offsets of literal keywords in a chunk, and which keyword each is.
 
-    def __init__(self, words: Iterable[str], prefer_hyperscan: bool = True) -> None:
+    `flagged` words (the catalogue's keywords) mark their line for signature matching; the
+    rest (structural anchors) only make the line available to the parsers.
+    """
+
+    def __init__(self, words: Iterable[str], prefer_hyperscan: bool = True,
+                 flagged: Iterable[str] = ()) -> None:
         self.words = sorted({w for w in words if w})
+        flagged_set = set(flagged)
+        self.flagged = [w in flagged_set for w in self.words]
+        self._index = {w.encode(): i for i, w in enumerate(self.words)}
         self.engine = "re"
         self._hs = None
         if prefer_hyperscan:
@@ -68,20 +79,49 @@ class Prefilter:
                 pass
             except Exception as e:  # a pattern Hyperscan rejects: fall back, say so once
                 print(f"triage: hyperscan unavailable ({e}); using the slower scanner", file=sys.stderr)
-        alternation = b"|".join(re.escape(w.encode()) for w in sorted(self.words, key=len, reverse=True))
-        self._re = re.compile(alternation)
+        self._re = re.compile(trie_regex([w.encode() for w in self.words]))
 
-    def ends(self, chunk: bytes) -> list[int]:
-        """End offsets of keyword occurrences (any order, duplicates allowed)."""
+    def hits(self, chunk: bytes) -> list[tuple[int, int]]:
+        """(end offset, word index) of every keyword occurrence, overlapping ones included."""
         if self._hs is not None:
-            out: list[int] = []
+            out: list[tuple[int, int]] = []
 
-            def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-                out.append(to)
+            def on_match(wid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+                out.append((to, wid))
 
             self._hs.scan(chunk, match_event_handler=on_match)
             return out
-        return [m.end() for m in self._re.finditer(chunk)]
+        res: list[tuple[int, int]] = []
+        search, index = self._re.search, self._index
+        m = search(chunk)
+        while m is not None:
+            res.append((m.end(), index[m.group(0)]))
+            # restart one byte later, not at the end: keywords may overlap
+            m = search(chunk, m.start() + 1)
+        return res
+
+
+def trie_regex(words: list[bytes]) -> bytes:
+    """One regex for many literals, shaped as a trie: the portable engine then tries only the
+    branches that share the bytes already seen, instead of every alternative at every byte."""
+    end = -1
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for b in w:
+            node = node.setdefault(b, {})
+        node[end] = {}
+
+    def build(node: dict) -> bytes:
+        if end in node and len(node) == 1:
+            return b""
+        alts = [re.escape(bytes([b])) + build(child) for b, child in sorted(node.items()) if b != end]
+        if len(alts) == 1 and end not in node:
+            return alts[0]
+        body = b"(?:" + b"|".join(alts) + b")"
+        return body + b"?" if end in node else body
+
+    return build(trie)
 
 
 def _decode(b: bytes) -> str:
@@ -89,20 +129,28 @@ def _decode(b: bytes) -> str:
 
 
 def _summarise(chunk: bytes, summary: LoadSummary, first_line: int) -> None:
-    best = 0
-    best_off = -1
-    for m in _RUNNING.finditer(chunk):
-        v = int(m.group(1) or m.group(2))
-        if v > best:
-            best, best_off = v, m.start()
-    if best > summary.peak_running:
-        summary.peak_running = best
-        summary.peak_line = first_line + chunk.count(b"\n", 0, best_off)
-    for new, cached in _PREFILL.findall(chunk):
-        summary.new_tokens += int(new)
-        summary.cached_tokens += int(cached)
-        summary.prefill_lines += 1
-    summary.vllm_hit_rates.extend(float(x) for x in _VLLM_HIT.findall(chunk)[-1:])
+    """Fold a chunk's load figures into `summary` with C-level scans (no per-line Python)."""
+    for rx, fmt, probe in ((_RUNNING_SGL, b"#running-req: %d", b"#running-req: "),
+                           (_RUNNING_VLLM, b"Running: %d reqs", b" reqs, ")):
+        if probe not in chunk:
+            continue
+        vals = rx.findall(chunk)
+        if not vals:
+            continue
+        best = max(map(int, vals))
+        if best > summary.peak_running:
+            summary.peak_running = best
+            off = chunk.find(fmt % best)
+            summary.peak_line = first_line + chunk.count(b"\n", 0, off)
+    if b"#cached-token: " in chunk:
+        pairs = _PREFILL.findall(chunk)
+        if pairs:
+            new, cached = zip(*pairs)
+            summary.new_tokens += sum(map(int, new))
+            summary.cached_tokens += sum(map(int, cached))
+            summary.prefill_lines += len(pairs)
+    if b"Prefix cache hit rate" in chunk:
+        summary.vllm_hit_rates.extend(float(x) for x in _VLLM_HIT.findall(chunk)[-1:])
 
 
 def _last_load(chunk: bytes, end: int) -> int:
@@ -117,7 +165,9 @@ def _last_load(chunk: bytes, end: int) -> int:
     return chunk.rfind(b"\n", 0, best) + 1
 
 
-def scan(chunks: Iterator[bytes], prefilter: Prefilter) -> ScanResult:
+def scan(chunks: Iterator[bytes], prefilter: Prefilter, overflow: Iterator[bytes] | None = None) -> ScanResult:
+    """One pass over `chunks`. `overflow` (bytes after a byte range) only completes windows
+    that the range's last lines opened; it is not scanned itself."""
     res = ScanResult(engine_used=prefilter.engine)
     window_words = [(w.encode(), n) for w, n in anchors.WINDOW.items()]
     line_no = 1  # number of the first line of the current chunk
@@ -127,10 +177,14 @@ def scan(chunks: Iterator[bytes], prefilter: Prefilter) -> ScanResult:
     for chunk in chunks:
         res.total_bytes += len(chunk)
         wanted: dict[int, int] = {}  # line start offset -> window length after it
-        for end in prefilter.ends(chunk):
+        flagged_starts: set[int] = set()
+        flags = prefilter.flagged
+        for end, wid in prefilter.hits(chunk):
             start = chunk.rfind(b"\n", 0, end - 1) + 1
             if start not in wanted:
                 wanted[start] = 0
+            if flags[wid]:
+                flagged_starts.add(start)
         # lines owed from a window that crossed the border
         if pending:
             wanted.setdefault(0, 0)
@@ -153,6 +207,7 @@ def scan(chunks: Iterator[bytes], prefilter: Prefilter) -> ScanResult:
                     extra = max(extra, n)
             if chunk_failure_off < 0 and any(h in raw for h in FAILURE_HINTS):
                 chunk_failure_off = start
+                res.failure_anchors.append(no)
                 # the load figures just before the crash, and the peak up to it
                 lo = _last_load(chunk, start)
                 if lo >= 0:
@@ -168,6 +223,8 @@ def scan(chunks: Iterator[bytes], prefilter: Prefilter) -> ScanResult:
                     _summarise(chunk[:start], before, line_no)
                     res.load_before_failure = before
             res.lines.setdefault(no, _decode(raw))
+            if start in flagged_starts:
+                res.keyword_lines.add(no)
             # pull in the window after this line
             k, p, n_ = 0, eol + 1, no
             while k < extra and p < len(chunk):
@@ -191,4 +248,120 @@ def scan(chunks: Iterator[bytes], prefilter: Prefilter) -> ScanResult:
             line_no += 1  # the last line had no newline
         res.total_lines = line_no - 1
     res.final_load = prev_load
+    if pending and overflow is not None:
+        no = line_no
+        for chunk in overflow:
+            p = 0
+            while pending and p < len(chunk):
+                e = chunk.find(b"\n", p)
+                if e < 0:
+                    e = len(chunk)
+                res.lines.setdefault(no, _decode(chunk[p:e]))
+                no, p, pending = no + 1, e + 1, pending - 1
+            if not pending:
+                break
     return res
+
+
+# -- several cores on one file ---------------------------------------------------------------
+
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+_WORKER_PREFILTER: Prefilter | None = None  # inherited by forked workers
+
+
+def _scan_range(args: tuple[str, int, int]) -> ScanResult:
+    from triage.read import iter_chunks
+
+    path, start, end = args
+    assert _WORKER_PREFILTER is not None
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        chunks = iter_chunks(fh, name=path, limit=end - start)
+        res = scan(chunks, _WORKER_PREFILTER, overflow=iter_chunks(fh, name=path, limit=4 * 1024 * 1024))
+    return res
+
+
+def split_points(path: str, size: int, parts: int) -> list[int]:
+    """Byte offsets that cut the file into `parts` ranges at line starts."""
+    cuts = [0]
+    with open(path, "rb") as fh:
+        for k in range(1, parts):
+            fh.seek(size * k // parts)
+            fh.readline()  # finish the line we landed in
+            cut = fh.tell()
+            if cut > cuts[-1] and cut < size:
+                cuts.append(cut)
+    cuts.append(size)
+    return cuts
+
+
+def _shift(res: ScanResult, by: int) -> None:
+    if not by:
+        return
+    res.lines = {n + by: t for n, t in res.lines.items()}
+    res.keyword_lines = {n + by for n in res.keyword_lines}
+    res.last_load = {a + by: (n + by, t) for a, (n, t) in res.last_load.items()}
+    if res.final_load:
+        res.final_load = (res.final_load[0] + by, res.final_load[1])
+    for summary in (res.load, res.load_before_failure):
+        if summary is not None and summary.peak_line is not None:
+            summary.peak_line += by
+
+
+def _add(a: LoadSummary, b: LoadSummary) -> LoadSummary:
+    peak, line = (a.peak_running, a.peak_line) if a.peak_running >= b.peak_running else (b.peak_running, b.peak_line)
+    return LoadSummary(peak, line, a.new_tokens + b.new_tokens, a.cached_tokens + b.cached_tokens,
+                       a.prefill_lines + b.prefill_lines, a.vllm_hit_rates + b.vllm_hit_rates)
+
+
+def merge(parts: list[ScanResult]) -> ScanResult:
+    """Results of consecutive byte ranges -> the result of one pass over the whole."""
+    out = ScanResult(engine_used=parts[0].engine_used)
+    offset = 0
+    for res in parts:
+        _shift(res, offset)
+        res.failure_anchors = [a + offset for a in res.failure_anchors]
+        for n, t in res.lines.items():
+            out.lines.setdefault(n, t)
+        out.keyword_lines |= res.keyword_lines
+        for a, v in res.last_load.items():
+            out.last_load.setdefault(a, v)
+        # a failure early in a range whose last load line is in an earlier range
+        for a in res.failure_anchors:
+            if a not in out.last_load and out.final_load is not None:
+                out.last_load[a] = out.final_load
+        out.failure_anchors += res.failure_anchors
+        if out.load_before_failure is None and res.load_before_failure is not None:
+            out.load_before_failure = _add(out.load, res.load_before_failure)
+        out.load = _add(out.load, res.load)
+        if res.final_load is not None:
+            out.final_load = res.final_load
+        out.total_bytes += res.total_bytes
+        offset += res.total_lines
+    out.total_lines = offset
+    return out
+
+
+def scan_file(path: str, prefilter: Prefilter, workers: int) -> ScanResult | None:
+    """Scan a large regular file on several cores; None when it is not worth it."""
+    import multiprocessing as mp
+    import os
+
+    size = os.path.getsize(path)
+    if workers < 2 or size < PARALLEL_MIN_BYTES:
+        return None
+    with open(path, "rb") as fh:
+        if fh.read(2) == b"\x1f\x8b":
+            return None  # gzip cannot be entered in the middle
+    cuts = split_points(path, size, workers)
+    if len(cuts) < 3:
+        return None
+    global _WORKER_PREFILTER
+    _WORKER_PREFILTER = prefilter
+    try:
+        ctx = mp.get_context("fork")
+    except ValueError:
+        return None
+    with ctx.Pool(len(cuts) - 1) as pool:
+        parts = pool.map(_scan_range, [(path, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
+    return merge(parts)

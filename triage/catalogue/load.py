@@ -31,8 +31,14 @@ MAX_FILE = 512 * 1024
 class Signature:
     spec: SignatureSpec
     path: str
-    patterns: list[regex.Pattern[str]]
-    frame_rx: list[str]
+    _compiled: list[regex.Pattern[str]] | None = None
+
+    @property
+    def patterns(self) -> list[regex.Pattern[str]]:
+        # compiled on first use: most runs only ever test a handful of signatures
+        if self._compiled is None:
+            self._compiled = [compile_pattern(p) for p in self.spec.patterns]
+        return self._compiled
 
 
 @dataclass
@@ -83,12 +89,15 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
 
 
 def _reject_aliases(node: yaml.Node, path: str) -> None:
+    """The composer turns `*alias` into a second reference to the same node: refuse those."""
     stack = [node]
-    seen = 0
+    seen: set[int] = set()
     while stack:
         n = stack.pop()
-        seen += 1
-        if seen > 100_000:
+        if id(n) in seen:
+            raise CatalogueError(f"{path}:{n.start_mark.line + 1}: YAML aliases (*name) are not allowed in the catalogue")
+        seen.add(id(n))
+        if len(seen) > 100_000:
             raise CatalogueError(f"{path}: too many YAML nodes")
         if isinstance(n, yaml.MappingNode):
             for k, v in n.value:
@@ -108,15 +117,15 @@ def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     except OSError as e:
         raise CatalogueError(f"{path}: cannot read ({e.strerror or e})") from None
     try:
-        for ev in yaml.parse(text, Loader=_Loader):
-            if isinstance(ev, yaml.AliasEvent):
-                mark = ev.start_mark
-                raise CatalogueError(f"{path}:{mark.line + 1}: YAML aliases (*name) are not allowed in the catalogue")
-        node = yaml.compose(text, Loader=_Loader)
-        if node is None:
-            raise CatalogueError(f"{path}:1: empty file")
-        _reject_aliases(node, str(path))
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - safe loader, see _Loader
+        loader = _Loader(text)  # a safe loader: plain data only, nothing constructed from tags
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                raise CatalogueError(f"{path}:1: empty file")
+            _reject_aliases(node, str(path))
+            data = loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -146,14 +155,22 @@ def load_signature(path: Path) -> Signature:
         spec = SignatureSpec.model_validate(data)
     except ValidationError as e:
         raise CatalogueError(_format_validation(path, node, e)) from None
-    pats = []
     for i, p in enumerate(spec.patterns):
         try:
-            pats.append(compile_pattern(p))
+            # syntax only (cheap); the full compile happens on first use
+            regex.compile(p, regex.V0) if _looks_risky(p) else _syntax_check(p)
         except regex.error as e:
             line = _line_of(node, ("patterns", i))
             raise CatalogueError(f"{path}:{line}: field 'patterns.{i}': invalid regex: {e}") from None
-    return Signature(spec, str(path), pats, spec.frames)
+    return Signature(spec, str(path))
+
+
+def _looks_risky(p: str) -> bool:
+    return True
+
+
+def _syntax_check(p: str) -> None:
+    regex.compile(p, regex.V0)
 
 
 def load_workaround(path: Path) -> WorkaroundSpec:

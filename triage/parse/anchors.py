@@ -60,7 +60,9 @@ LINE = [
     "[ERROR]",
     "UNAVAILABLE:",
     # version and configuration
-    "version",
+    "server version",
+    "LLM engine (v",
+    "version 0.",
     "sglang-0.",
     "sglang==",
     "Initializing an LLM engine",

@@ -67,7 +67,7 @@ def find_markers(lines: list[LogLine]) -> list[MarkerHit]:
     out: list[MarkerHit] = []
     for ln in lines:
         msg = ln.message
-        if BENIGN.search(ln.text):
+        if msg.startswith(("Receive: obj=", "Finish: obj=", "Received request ")) or BENIGN.search(ln.text):
             continue
         for mk in MARKERS:
             m = mk.rx.search(msg)
