@@ -31,14 +31,7 @@ MAX_FILE = 512 * 1024
 class Signature:
     spec: SignatureSpec
     path: str
-    _compiled: list[regex.Pattern[str]] | None = None
-
-    @property
-    def patterns(self) -> list[regex.Pattern[str]]:
-        # compiled on first use: most runs only ever test a handful of signatures
-        if self._compiled is None:
-            self._compiled = [compile_pattern(p) for p in self.spec.patterns]
-        return self._compiled
+    patterns: list[regex.Pattern[str]]
 
 
 @dataclass
@@ -155,22 +148,14 @@ def load_signature(path: Path) -> Signature:
         spec = SignatureSpec.model_validate(data)
     except ValidationError as e:
         raise CatalogueError(_format_validation(path, node, e)) from None
+    compiled = []
     for i, p in enumerate(spec.patterns):
         try:
-            # syntax only (cheap); the full compile happens on first use
-            regex.compile(p, regex.V0) if _looks_risky(p) else _syntax_check(p)
+            compiled.append(compile_pattern(p))
         except regex.error as e:
             line = _line_of(node, ("patterns", i))
             raise CatalogueError(f"{path}:{line}: field 'patterns.{i}': invalid regex: {e}") from None
-    return Signature(spec, str(path))
-
-
-def _looks_risky(p: str) -> bool:
-    return True
-
-
-def _syntax_check(p: str) -> None:
-    regex.compile(p, regex.V0)
+    return Signature(spec, str(path), compiled)
 
 
 def load_workaround(path: Path) -> WorkaroundSpec:
