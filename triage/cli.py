@@ -147,6 +147,41 @@ def catalogue_check(
     raise typer.Exit(1 if problems else 0)
 
 
+@app.command()
+def watch(
+    log: Annotated[str, typer.Argument(help="The server's log file; it may not exist yet, and may be truncated or rotated.")],
+    timeout: Annotated[Optional[float], typer.Option("--timeout", "-t", help="Give up after this many seconds: exit 3 with the phase it was stuck in.")] = None,  # noqa: UP045
+    until: Annotated[str, typer.Option("--until", metavar="ready|exit", help="ready: stop when the server is ready (exit 0); exit: keep watching it serve until a failure or the timeout.")] = "ready",
+    format: Annotated[Format, typer.Option("--format", "-f", help="md (default) or json (one event a line).")] = Format.md,
+    grace: Annotated[float, typer.Option("--grace", help="Seconds without a new line after which a failure's lines are taken as complete.")] = 2.0,
+    catalogue: CatalogueOpt = None,
+) -> None:
+    """Follow a server log as it is written: phase on stderr; ready (0), failure report (1), timeout (3)."""
+    from triage.watch import WatchOptions, watch_file
+
+    opts = WatchOptions(timeout=timeout, until=until, fmt=format.value, grace=grace,
+                        catalogue_dirs=[str(p) for p in catalogue or []])
+    raise typer.Exit(watch_file(log, opts))
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def run(
+    command: Annotated[list[str], typer.Argument(metavar="COMMAND", help="The server's launch command.")],
+    log: Annotated[Optional[str], typer.Option("--log", "-l", help="Log file to write (default: triage-run-<timestamp>.log here).")] = None,  # noqa: UP045
+    timeout: Annotated[Optional[float], typer.Option("--timeout", "-t", help="Give up after this many seconds: exit 3 with the phase it was stuck in.")] = None,  # noqa: UP045
+    format: Annotated[Format, typer.Option("--format", "-f", help="md (default) or json (one event a line).")] = Format.md,
+    grace: Annotated[float, typer.Option("--grace", help="Seconds without a new line after which a failure's lines are taken as complete.")] = 2.0,
+    catalogue: CatalogueOpt = None,
+) -> None:
+    """Start a server, tee its output to the terminal and a log, and watch it; exit with its status."""
+    from triage.run import run_command
+    from triage.watch import WatchOptions
+
+    opts = WatchOptions(timeout=timeout, until="exit", fmt=format.value, grace=grace,
+                        catalogue_dirs=[str(p) for p in catalogue or []])
+    raise typer.Exit(run_command(command, log, opts))
+
+
 def main() -> None:
     """Entry point: one clear line on stderr for any error, never a traceback."""
     import click

@@ -43,6 +43,7 @@ class MatchContext:
     failures: list[Failure]
     env: Environment
     keyword_lines: set[int] | None = None  # from the scan; None: look in every line
+    keep_generic: bool = False  # catalogue examples: show generic findings even when explained
     notes: list[str] = field(default_factory=list)
 
 
@@ -132,8 +133,16 @@ def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
                     hits[sid].append(ln)
                     break
     findings = [_finding(cat.signatures[sid], lines, ctx) for sid, lines in hits.items()]
-    findings.sort(key=lambda f: (f.failure is not None, f.unlikely is None, f.confidence), reverse=True)
+    if not ctx.keep_generic:
+        findings = _drop_explained_generics(findings, cat)
+    findings.sort(key=lambda f: (f.failure is not None, f.unlikely is None, not f.generic, f.confidence), reverse=True)
     return findings
+
+
+def _drop_explained_generics(findings: list[Finding], cat: Catalogue) -> list[Finding]:
+    explained = {f.failure for f in findings
+                 if f.failure is not None and f.unlikely is None and not cat.signatures[f.signature].spec.generic}
+    return [f for f in findings if not (cat.signatures[f.signature].spec.generic and f.failure in explained)]
 
 
 def _finding(sig: Signature, lines: list[LogLine], ctx: MatchContext) -> Finding:
@@ -207,5 +216,5 @@ def _finding(sig: Signature, lines: list[LogLine], ctx: MatchContext) -> Finding
         signature=spec.id, title=spec.title, confidence=round(max(0.01, min(conf, 0.99)), 2),
         severity=spec.severity, engine=spec.engine, explanation=spec.explanation.strip(),
         evidence=evidence, failure=failure_idx, fixed_in=spec.fixed_in, affects=spec.affects,
-        references=list(spec.references), debug=debug, why=why, unlikely=unlikely,
+        references=list(spec.references), debug=debug, why=why, unlikely=unlikely, generic=spec.generic,
     )

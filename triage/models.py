@@ -87,6 +87,7 @@ class Finding(BaseModel):
     debug: Debug | None = None
     why: list[str] = Field(default_factory=list)
     unlikely: str | None = None
+    generic: bool = False  # a wrapper many causes share: the failure is still effectively unknown
 
 
 class LoadFigures(BaseModel):

@@ -22,6 +22,7 @@ class Options:
     command: str | None = None
     prefer_hyperscan: bool = True
     workers: int = 0  # processes for one big file; 0: one per core
+    keep_generic: bool = False  # keep generic findings that a specific one already explains
 
 
 _PREFILTERS: dict[tuple[int, bool], Prefilter] = {}
@@ -95,7 +96,8 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
                                  "hit_rate": round(100.0 * load.cached_tokens / total, 2)}
     report = Report(source=name, sources=[name], lines=res.total_lines, bytes=res.total_bytes,
                     environment=env, timeline=timeline, failures=failures)
-    ctx = MatchContext(lines=lines, failures=failures, env=env, keyword_lines=res.keyword_lines)
+    ctx = MatchContext(lines=lines, failures=failures, env=env, keyword_lines=res.keyword_lines,
+                       keep_generic=opts.keep_generic)
     report.findings = match(cat, ctx)
     report.notes.extend(ctx.notes)
     _failures_from_findings(report)

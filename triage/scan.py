@@ -145,7 +145,7 @@ def _summarise(chunk: bytes, summary: LoadSummary, first_line: int) -> None:
     if b"#cached-token: " in chunk:
         pairs = _PREFILL.findall(chunk)
         if pairs:
-            new, cached = zip(*pairs)
+            new, cached = zip(*pairs, strict=True)
             summary.new_tokens += sum(map(int, new))
             summary.cached_tokens += sum(map(int, cached))
             summary.prefill_lines += len(pairs)

@@ -103,7 +103,7 @@ def _run_examples(cat: Catalogue) -> tuple[int, list[tuple[str, str]]]:
 
     n = 0
     out = []
-    opts = Options(prefer_hyperscan=True)
+    opts = Options(prefer_hyperscan=True, keep_generic=True)
     for sid, s in cat.signatures.items():
         for i, text in enumerate(s.spec.examples.match):
             n += 1

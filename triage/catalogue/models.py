@@ -77,6 +77,9 @@ class SignatureSpec(Strict):
     layer: str | None = None
     severity: Literal["crash", "hang", "degraded", "warning"]
     confidence: float = Field(default=0.8, ge=0.05, le=1.0)
+    # a wrapper or symptom many causes share ("Scheduler hit an exception", "EngineCore
+    # encountered a fatal error"): reported only when no specific signature explains the failure
+    generic: bool = False
     keywords: list[str] = Field(min_length=1)
     patterns: list[str] = Field(min_length=1)
     frames: list[str] = Field(default_factory=list)

@@ -91,5 +91,6 @@ def build_timeline(lines: list[LogLine], crash_line: int | None) -> Timeline:
             phase = "serving"
     if crash_line is not None and phase_at_crash is None:
         phase_at_crash = phase
-    tl.phase_at_crash = phase_at_crash if crash_line is not None else None
+    # "starting" only means no milestone was seen: say nothing rather than guess
+    tl.phase_at_crash = phase_at_crash if crash_line is not None and phase_at_crash != "starting" else None
     return tl

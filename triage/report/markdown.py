@@ -76,7 +76,7 @@ def change(w: Workaround) -> str:
     if w.env:
         parts.append("set " + ", ".join(_code_inline(x) for x in w.env))
     if w.action:
-        parts.append(inline(w.action))
+        parts.append(inline(w.action).rstrip(". "))
     return "; ".join(parts) or inline(w.title)
 
 
@@ -149,7 +149,7 @@ def _headline(r: Report) -> str:
     n = len(r.failures)
     if not n and not r.findings:
         return "no failure found"
-    known = {x.failure for x in r.findings if x.failure is not None}
+    known = {x.failure for x in r.findings if x.failure is not None and not x.generic}
     unknown = n - len(known)
     parts = [f"{n} failure{'s' if n != 1 else ''}"] if n else []
     if n:
@@ -171,6 +171,66 @@ def _non_default(r: Report) -> str:
     return " ".join(rest)[:1500]
 
 
+def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
+    """The first screen: verdict, what to do now, what it costs, the proper fix."""
+    if not r.failures and not r.findings:
+        ready = ""
+        if r.timeline.ready:
+            ready = f"; the server became ready at line {r.timeline.ready.line}"
+            if r.timeline.ready_seconds is not None:
+                ready += f" ({seconds(r.timeline.ready_seconds)} after the first line)"
+        return [f"**Verdict:** no failure found in {r.lines:,} lines{ready}."]
+    out = []
+    if top is not None and not top.generic:
+        v = (f"**Verdict:** {inline(top.title)} (`{top.signature}`, confidence {top.confidence:.2f})"
+             + (f", {where(top_failure)}" if top_failure else "")
+             + (f", while {top_failure.phase}" if top_failure is not None and top_failure.phase else "")
+             + _load_at_crash(r) + ".")
+        if top.unlikely:
+            v += f" Unlikely: {inline(top.unlikely)}."
+        out.append(v)
+        rec = next((w for w in top.workarounds if w.status == "recommended"), None)
+        if rec is not None:
+            out.append(f"**Do now:** {change(rec)}. Cost: {_sentence(rec.measured_cost or rec.cost)}")
+        applied = [" ".join(w.flags + w.env) or w.title for w in top.workarounds if w.status == "already-applied"]
+        if applied:
+            out.append(f"**Already applied:** {inline(', '.join(applied))}; it did not prevent this failure.")
+        if top.fixed_in:
+            out.append(f"**Proper fix:** {fixlink(top.fixed_in)}.")
+        if top.debug:
+            note = f": {_sentence(top.debug.note)}" if top.debug.note else "."
+            out.append(f"**To see the real cause:** re-run with {_code_inline(' '.join(top.debug.env))}{note}")
+        return out
+    f = r.failures[0]
+    msg = f": {inline(f.message)[:200]}" if f.message else ""
+    phase = f", while {f.phase}" if f.phase else ""
+    generic = f" (only the generic `{top.signature}`: {inline(top.title)})" if top is not None else ""
+    out.append(f"**Verdict:** unknown failure: {_code_inline(f.exception)}{msg}, {where(f)}{phase}. "
+               f"No specific catalogue signature matches{generic}; the frames, the fingerprint and a "
+               f"catalogue skeleton command are below.")
+    if top is not None and top.workarounds:
+        out.append(f"**Do now:** {change(top.workarounds[0])}.")
+    return out
+
+
+def _load_at_crash(r: Report) -> str:
+    """The load the server was under when it died: a crash only at 512 requests must show."""
+    lf, peak = r.timeline.last_load, r.timeline.peak_running
+    if lf is None or lf.running is None:
+        return ""
+    out = f" at {lf.running} running requests"
+    if lf.queued:
+        out += f" ({lf.queued} queued)"
+    if peak is not None and peak.running and peak.running > lf.running:
+        out += f"; peak before it {peak.running}"
+    return out
+
+
+def _sentence(text: str) -> str:
+    t = inline(text).rstrip()
+    return t if t.endswith((".", "!", "?")) else t + "."
+
+
 def render_markdown(r: Report) -> str:
     by_failure: dict[int, list] = {}
     for x in r.findings:
@@ -186,6 +246,7 @@ def render_markdown(r: Report) -> str:
     tpl = _env().get_template("report.md.j2")
     text = tpl.render(
         r=r, headline=_headline(r), top=top, top_failure=top_failure, applied=applied,
+        summary=_summary(r, top, top_failure),
         findings_by_failure=by_failure, loose=[x for x in r.findings if x.failure is None],
         env_rows=env_rows, other_flags=_non_default(r),
     )
