@@ -65,6 +65,8 @@ def analyze(
     command: Annotated[Optional[str], typer.Option("--command", help="The server's launch command, to patch.")] = None,  # noqa: UP045
     no_hyperscan: Annotated[bool, typer.Option("--no-hyperscan", help="Use the portable scanner (for comparison).")] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Processes to use (0: one per core).")] = 0,
+    no_redact: Annotated[bool, typer.Option("--no-redact", help="Keep tokens, keys and passwords in the report.")] = False,
+    redact_ips: Annotated[bool, typer.Option("--redact-ips", help="Also mask IP addresses.")] = False,
 ) -> None:
     """Analyse server logs: what failed, why, what to do now, and the evidence."""
     from triage.pipeline import Options
@@ -76,6 +78,10 @@ def analyze(
     opts = Options(version=version, command=command, prefer_hyperscan=not no_hyperscan, workers=jobs)
     paths = expand_inputs(logs)
     reports = [run(p, cat, opts) for p in paths]
+    if not no_redact:
+        from triage.redact import redact_report
+
+        reports = [redact_report(r, ips=redact_ips) for r in reports]
     if len(reports) == 1:
         text = render_json(reports[0]) if format == Format.json else render_markdown(reports[0])
     else:
