@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
@@ -22,6 +23,15 @@ CHUNK_SIZE = 8 * 1024 * 1024
 # 100 MB line without a newline cannot blow up memory or regex time.
 MAX_LINE = 1024 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
+
+# What a broken compressed stream raises while being read: the stdlib and python-isal.
+_DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (EOFError, gzip.BadGzipFile, zlib.error, OSError)
+try:
+    from isal.isal_zlib import error as _IsalError
+
+    _DECOMPRESS_ERRORS += (_IsalError,)
+except ImportError:  # pragma: no cover - isal is optional
+    pass
 
 
 def _open_gzip(raw: BinaryIO) -> BinaryIO:
@@ -59,10 +69,18 @@ def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
                 limit: int | None = None) -> Iterator[bytes]:
     """Yield chunks that each end with a newline (the last one may not).
 
-    At most `limit` bytes are read when given (a byte range of a file). A line longer than
+    At most `limit` bytes are read when given (a byte range of a file). Without one, a plain
+    regular file is read up to the size it had when reading started: a file that is still
+    being written is analysed as a snapshot and the read always ends. A line longer than
     MAX_LINE is cut there and the rest of it skipped, so one pathological line costs neither
     memory nor regex time.
+
+    A truncated or corrupt compressed stream ends the run with one clear error (exit 2)
+    rather than a partial report: the crash is usually at the end, in the part that is lost,
+    and a report of the readable head alone would say "no failure found".
     """
+    if limit is None:
+        limit = _snapshot_size(stream)
     carry = b""
     skipping = False  # inside the tail of an over-long line
     left = limit
@@ -72,11 +90,11 @@ def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
             break
         try:
             block = stream.read(want)
-        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
-            # A truncated or corrupt .gz: keep what was readable, say so once.
-            if carry:
-                yield carry
-            raise TriageError(f"{name}: compressed data is truncated or corrupt ({e})") from None
+        except _DECOMPRESS_ERRORS as e:
+            if isinstance(stream, (io.BufferedReader, io.FileIO)):  # not compressed: an I/O error
+                raise TriageError(f"{name}: read error ({getattr(e, 'strerror', None) or e})") from None
+            raise TriageError(f"{name}: compressed data is truncated or corrupt ({e}); to analyse the "
+                              f"readable part: gzip -dc {name} | triage analyze -") from None
         if not block:
             break
         if left is not None:
@@ -104,6 +122,19 @@ def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
         carry = block[cut + 1 :]
     if carry:
         yield carry
+
+
+def _snapshot_size(stream: BinaryIO) -> int | None:
+    """Bytes left in a plain regular file (not a decompressor, pipe or terminal), else None."""
+    if type(stream) not in (io.BufferedReader, io.FileIO):
+        return None
+    try:
+        st = os.fstat(stream.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return max(0, st.st_size - stream.tell())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
 
 
 def file_size(path: str) -> int | None:

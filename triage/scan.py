@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from triage.parse import anchors
+from triage.read import MAX_LINE
 
 FAILURE_HINTS = (b"Traceback (most recent", b"Fatal Python error", b"terminate called", b"NCCL WARN",
                  b"Watchdog caught", b"Received sigquit", b"hit an exception", b"fatal error")
@@ -61,7 +62,9 @@ class Prefilter:
                  flagged: Iterable[str] = ()) -> None:
         self.words = sorted({w for w in words if w})
         flagged_set = set(flagged)
-        self.flagged = [w in flagged_set for w in self.words]
+        # The portable engine reports one word per start position (the longest); a shorter
+        # word that is its prefix is there too, so the longer word inherits its flag.
+        self.flagged = [any(w.startswith(f) for f in flagged_set) for w in self.words]
         self._index = {w.encode(): i for i, w in enumerate(self.words)}
         self.engine = "re"
         self._hs = None
@@ -125,23 +128,40 @@ def trie_regex(words: list[bytes]) -> bytes:
 
 
 def _decode(b: bytes) -> str:
-    return b.decode("utf-8", "replace")
+    # a line is cut at MAX_LINE whether or not it crossed a chunk border (the reader cuts
+    # those), so one huge line costs neither regex time nor report size
+    return b[:MAX_LINE].decode("utf-8", "replace")
+
+
+_DIGITS_DESC = [re.compile(rb"#running-req: (\d{%d})\b" % n) for n in (6, 5, 4, 3, 2, 1)]
+
+
+def _peak(chunk: bytes) -> int:
+    """Largest `#running-req:` value: try the longest digit runs first, compare as bytes (for
+    digit strings of one length that is numeric order), so no per-value int() is needed."""
+    for rx in _DIGITS_DESC:
+        vals = rx.findall(chunk)
+        if vals:
+            return int(max(vals))
+    return 0
 
 
 def _summarise(chunk: bytes, summary: LoadSummary, first_line: int) -> None:
     """Fold a chunk's load figures into `summary` with C-level scans (no per-line Python)."""
-    for rx, fmt, probe in ((_RUNNING_SGL, b"#running-req: %d", b"#running-req: "),
-                           (_RUNNING_VLLM, b"Running: %d reqs", b" reqs, ")):
-        if probe not in chunk:
-            continue
-        vals = rx.findall(chunk)
-        if not vals:
-            continue
-        best = max(map(int, vals))
+    if b"#running-req: " in chunk:
+        best = _peak(chunk)
         if best > summary.peak_running:
             summary.peak_running = best
-            off = chunk.find(fmt % best)
+            off = chunk.find(b"#running-req: %d" % best)
             summary.peak_line = first_line + chunk.count(b"\n", 0, off)
+    if b" reqs, " in chunk:
+        vals = _RUNNING_VLLM.findall(chunk)
+        if vals:
+            best = max(map(int, vals))
+            if best > summary.peak_running:
+                summary.peak_running = best
+                off = chunk.find(b"Running: %d reqs" % best)
+                summary.peak_line = first_line + chunk.count(b"\n", 0, off)
     if b"#cached-token: " in chunk:
         pairs = _PREFILL.findall(chunk)
         if pairs:
@@ -154,15 +174,17 @@ def _summarise(chunk: bytes, summary: LoadSummary, first_line: int) -> None:
 
 
 def _last_load(chunk: bytes, end: int) -> int:
-    """Offset of the start of the last load line before `end`, or -1."""
-    best = -1
-    for w in _LOAD_WORDS:
-        p = chunk.rfind(w, 0, end)
-        if p > best:
-            best = p
-    if best < 0:
-        return -1
-    return chunk.rfind(b"\n", 0, best) + 1
+    """Offset of the start of the last load line before `end`, or -1. Looks in a growing
+    window before `end` first: load lines are frequent, so the first window nearly always hits."""
+    lo = end
+    for span in (65536, 1 << 20, end):
+        lo = max(0, end - span)
+        best = max(chunk.rfind(w, lo, end) for w in _LOAD_WORDS)
+        if best >= 0:
+            return chunk.rfind(b"\n", 0, best) + 1
+        if lo == 0:
+            break
+    return -1
 
 
 def scan(chunks: Iterator[bytes], prefilter: Prefilter, overflow: Iterator[bytes] | None = None) -> ScanResult:
@@ -237,7 +259,7 @@ def scan(chunks: Iterator[bytes], prefilter: Prefilter, overflow: Iterator[bytes
                 k += 1
             if k < extra and p >= len(chunk):
                 pending = max(pending, extra - k)
-        nl = chunk.count(b"\n")
+        nl = (no - line_no) + chunk.count(b"\n", pos)  # newlines before the last hit + after it
         _summarise(chunk, res.load, line_no)
         lo = _last_load(chunk, len(chunk))
         if lo >= 0:
@@ -286,13 +308,29 @@ def split_points(path: str, size: int, parts: int) -> list[int]:
     cuts = [0]
     with open(path, "rb") as fh:
         for k in range(1, parts):
-            fh.seek(size * k // parts)
-            fh.readline()  # finish the line we landed in
-            cut = fh.tell()
-            if cut > cuts[-1] and cut < size:
+            # finish the line we landed in, reading in bounded blocks: readline() would pull a
+            # 100 MB line without a newline into memory whole
+            cut = _next_line_start(fh, max(size * k // parts, cuts[-1]), size)
+            if cut >= size:
+                break  # no newline after here: the rest is one range
+            if cut > cuts[-1]:
                 cuts.append(cut)
     cuts.append(size)
     return cuts
+
+
+def _next_line_start(fh, pos: int, size: int, block: int = 1 << 20) -> int:  # noqa: ANN001
+    """Offset just after the first newline at or after `pos`, or `size` when there is none."""
+    fh.seek(pos)
+    while pos < size:
+        data = fh.read(min(block, size - pos))
+        if not data:
+            break
+        nl = data.find(b"\n")
+        if nl >= 0:
+            return pos + nl + 1
+        pos += len(data)
+    return size
 
 
 def _shift(res: ScanResult, by: int) -> None:

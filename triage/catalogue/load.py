@@ -31,7 +31,17 @@ MAX_FILE = 512 * 1024
 class Signature:
     spec: SignatureSpec
     path: str
-    patterns: list[regex.Pattern[str]]
+    _compiled: list[regex.Pattern[str]] | None = None
+
+    @property
+    def patterns(self) -> list[regex.Pattern[str]]:
+        if self._compiled is None:
+            self._compiled = [compile_pattern(p) for p in self.spec.patterns]
+        return self._compiled
+
+    def __getstate__(self) -> dict:
+        # the on-disk cache holds specs only; patterns compile again on first use
+        return {"spec": self.spec, "path": self.path, "_compiled": None}
 
 
 @dataclass
@@ -178,7 +188,61 @@ def _yaml_files(root: Path) -> list[Path]:
     return out
 
 
+CACHE_VERSION = "1"
+
+
+def _cache_path(roots: list[Path]) -> Path | None:
+    """Where a parsed catalogue is cached, keyed by every file's path, size and mtime."""
+    if os.environ.get("TRIAGE_NO_CACHE"):
+        return None
+    import hashlib
+
+    h = hashlib.sha1(CACHE_VERSION.encode())
+    h.update(str(Path(__file__).resolve().parent).encode())
+    for root in roots:
+        for f in _yaml_files(root):
+            try:
+                st = f.stat()
+            except OSError:
+                return None
+            h.update(f"{f}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "triage" / f"catalogue-{h.hexdigest()[:20]}.pickle"
+
+
 def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_refs: bool = True) -> Catalogue:
+    """The catalogue: the built-in one plus `extra` directories, validated.
+
+    A validated catalogue is cached on disk (pickled models, no code from the YAML), so that
+    an on-call run does not re-parse and re-validate 150 files; any file change misses it.
+    """
+    import pickle
+
+    roots: list[Path] = list(builtin_dirs()) if builtin else []
+    roots += [Path(d) for d in extra or [] if Path(d).is_dir()]
+    cache = _cache_path(roots) if strict_refs else None
+    if cache is not None and cache.exists():
+        try:
+            with open(cache, "rb") as fh:
+                cat = pickle.load(fh)  # noqa: S301 - written by us, keyed by content stats
+            if isinstance(cat, Catalogue):
+                return cat
+        except Exception:  # noqa: BLE001 - a stale or broken cache is only a miss
+            pass
+    cat = _load_uncached(extra, builtin, strict_refs)
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            with open(tmp, "wb") as fh:
+                pickle.dump(cat, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    return cat
+
+
+def _load_uncached(extra: list[str] | None, builtin: bool, strict_refs: bool) -> Catalogue:
     roots: list[Path] = list(builtin_dirs()) if builtin else []
     for d in extra or []:
         p = Path(d)

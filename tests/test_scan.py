@@ -1,0 +1,85 @@
+"""The fast path, the portable path, small chunks and parallel byte ranges agree exactly."""
+
+import gzip
+import io
+
+import pytest
+
+from conftest import FIXTURES
+from triage.pipeline import Options, analyze_scan, prefilter_for
+from triage.read import iter_chunks
+from triage.report.json_out import render_json
+from triage.scan import Prefilter, merge, scan, split_points, trie_regex
+
+LOGS = sorted(p.name for p in FIXTURES.iterdir() if p.suffix in (".log", ".gz"))
+
+
+def _text(name: str) -> bytes:
+    data = (FIXTURES / name).read_bytes()
+    return gzip.decompress(data) if name.endswith(".gz") else data
+
+
+def _report_json(res, cat, name="x"):
+    return render_json(analyze_scan(res, name, cat, Options()))
+
+
+@pytest.mark.parametrize("name", LOGS)
+def test_hyperscan_and_portable_paths_agree(catalogue, name):
+    pytest.importorskip("hyperscan")
+    data = _text(name)
+    fast = scan(iter_chunks(io.BytesIO(data)), prefilter_for(catalogue, True))
+    slow = scan(iter_chunks(io.BytesIO(data)), prefilter_for(catalogue, False))
+    assert fast.engine_used == "hyperscan" and slow.engine_used == "re"
+    assert fast.lines == slow.lines and fast.keyword_lines == slow.keyword_lines
+    assert _report_json(fast, catalogue) == _report_json(slow, catalogue)
+
+
+@pytest.mark.parametrize("name", LOGS)
+@pytest.mark.parametrize("size", [97, 4096])
+def test_chunk_borders_lose_nothing(catalogue, name, size):
+    data = _text(name)
+    pf = prefilter_for(catalogue, False)
+    whole = scan(iter_chunks(io.BytesIO(data), size=1 << 26), pf)
+    small = scan(iter_chunks(io.BytesIO(data), size=size), pf)
+    assert small.total_lines == whole.total_lines
+    assert _report_json(small, catalogue) == _report_json(whole, catalogue)
+
+
+@pytest.mark.parametrize("parts", [2, 3, 7])
+def test_byte_ranges_merge_to_the_whole(catalogue, tmp_path, parts):
+    import triage.scan as scan_mod
+
+    path = tmp_path / "big.log"
+    path.write_bytes(_text("sglang-nsa-tp8.log"))
+    pf = prefilter_for(catalogue, False)
+    whole = scan(iter_chunks(open(path, "rb")), pf)
+    cuts = split_points(str(path), path.stat().st_size, parts)
+    scan_mod._WORKER_PREFILTER = pf
+    ranges = [scan_mod._scan_range((str(path), cuts[i], cuts[i + 1])) for i in range(len(cuts) - 1)]
+    merged = merge(ranges)
+    assert merged.total_lines == whole.total_lines
+    assert _report_json(merged, catalogue) == _report_json(whole, catalogue)
+
+
+def test_trie_regex_finds_overlapping_words_and_inherits_prefix_flags():
+    import re
+
+    words = [b"Error", b"Error: ", b"CUDA error: an illegal", b"illegal memory", b"ab", b"abc"]
+    rx = re.compile(trie_regex(words))
+    pf = Prefilter([w.decode() for w in words], prefer_hyperscan=False, flagged=["Error", "ab"])
+    text = b"xx CUDA error: an illegal memory access; Error: abc"
+    found = {pf.words[i] for _, i in pf.hits(text)}
+    # overlapping words starting at different positions are all found ...
+    assert {"CUDA error: an illegal", "illegal memory", "Error: ", "abc"} <= found
+    # ... and a longer word carries the flag of a shorter one it starts with
+    assert all(pf.flagged[pf.words.index(w)] for w in ("Error: ", "abc"))
+    assert not pf.flagged[pf.words.index("illegal memory")]
+    assert rx.search(b"nothing here") is None
+
+
+def test_long_line_is_cut_not_loaded_whole():
+    line = b"x" * (3 * 1024 * 1024) + b" CUDA error: boom\nnext line\n"
+    chunks = list(iter_chunks(io.BytesIO(line), size=65536))
+    joined = b"".join(chunks)
+    assert joined.count(b"\n") == 2 and joined.endswith(b"next line\n")
+    assert len(joined) < 1024 * 1024 + 64
