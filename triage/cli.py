@@ -188,6 +188,36 @@ def run(
     raise typer.Exit(run_command(command, log, opts))
 
 
+@app.command()
+def new(
+    log: Annotated[str, typer.Argument(help="The log with the unknown failure; '-' reads stdin.")],
+    failure: Annotated[Optional[int], typer.Option("--failure", "-n", help="Failure number in the report (1-based; default: the first one no specific signature explains).")] = None,  # noqa: UP045
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the skeleton to this new file.")] = None,  # noqa: UP045
+    catalogue: CatalogueOpt = None,
+) -> None:
+    """Write a catalogue signature skeleton for an unknown failure (fill in its TODOs)."""
+    from triage.pipeline import analyze as run
+    from triage.skeleton import first_unknown, skeleton
+
+    report = run(log, _load(catalogue))
+    if not report.failures:
+        raise TriageError(f"{log}: no failure found, nothing to describe")
+    if failure is None:
+        index = first_unknown(report)
+        if index is None:
+            raise TriageError(f"{log}: every failure already has a specific signature (pick one with --failure N)")
+    elif not 1 <= failure <= len(report.failures):
+        raise TriageError(f"--failure {failure}: the report has {len(report.failures)} failure(s)")
+    else:
+        index = failure - 1
+    if output is not None:
+        if log != "-" and Path(log).resolve() == output.resolve():
+            raise TriageError(f"--output {output} is the input log; refusing to overwrite it")
+        if output.exists():
+            raise TriageError(f"--output {output} exists; refusing to overwrite it")
+    _write(skeleton(report, index), output, [log])
+
+
 def main() -> None:
     """Entry point: one clear line on stderr for any error, never a traceback."""
     import click

@@ -28,8 +28,10 @@ _MASKS = [
 ]
 
 _LIBRARY = regex.compile(
-    r"(?:^|/)(?:python\d[\d.]*|lib/python[\d.]+/(?!site-packages|dist-packages)[^/]+$|"
+    r"(?:^|/)(?:python\d[\d.]*/(?!site-packages|dist-packages)|lib/python[\d.]+/(?!site-packages|dist-packages)[^/]+$|"
     r"torch/(?:nn/modules|utils|_dynamo|_inductor|autograd|_ops|distributed/c10d_logger)|"
+    r"torch/(?:_tensor\.py|overrides\.py|_compile\.py|fx/|_library/|_higher_order_ops/|cuda/__init__\.py)|"
+    r"(?:starlette|uvicorn|fastapi|anyio|uvloop|click|typer)/|<frozen |"
     r"asyncio|concurrent/futures|threading\.py|multiprocessing|contextlib\.py|functools\.py)"
 )
 _SITE = regex.compile(r"^.*?/(?:site-packages|dist-packages)/")
@@ -57,13 +59,28 @@ def is_library(file: str) -> bool:
     return bool(_LIBRARY.search(file.replace("\\", "/")))
 
 
+_PACKAGE_ROOTS = ("sglang/", "vllm/", "tensorrt_llm/", "text_generation_server/", "torch/", "transformers/")
+
+
+def frame_module(file: str) -> str:
+    """The package-relative module of a frame, the same for a wheel and a source checkout:
+    `/sgl-workspace/sglang/python/sglang/srt/x.py` and `.../dist-packages/sglang/srt/x.py` are
+    both `sglang/srt/x.py` (the last package root on the path wins)."""
+    f = "/" + _SITE.sub("", file.replace("\\", "/"))
+    for root in _PACKAGE_ROOTS:
+        i = f.rfind("/" + root)
+        if i >= 0:
+            return f[i + 1 :]
+    return module_path(file)
+
+
 def top_frames(frames: list[tuple[str, str | None]], n: int = 3) -> list[str]:
     """Innermost `n` engine/model frames as `module/path.py:function`."""
     picked: list[str] = []
     for file, func in reversed(frames):
         if is_library(file):
             continue
-        picked.append(f"{module_path(file)}:{func or '?'}")
+        picked.append(f"{frame_module(file)}:{func or '?'}")
         if len(picked) == n:
             break
     return picked

@@ -15,31 +15,60 @@ from triage.models import Report
 
 MASK = "[REDACTED]"
 
+# Names of settings, flags and variables whose value is a secret whatever it looks like. A name
+# must end in one of these words: `tokenizer_path` and `max_prefill_tokens` are not secrets.
+_SECRET_NAME = r"(?:api[_-]?key|token|passw(?:or)?d|secret(?:[_-]?key)?|credentials?|private[_-]?key)"
+SECRET_SETTING = regex.compile(rf"(?i)(?:^|[_-]){_SECRET_NAME}$")
+# a value that is clearly not a secret: unset, a switch, a number
+_NOT_SECRET_VALUE = r"(?!(?:None|none|null|NULL|True|true|False|false|\d+)(?![\w.-]))"
+
 # (what, pattern); group "keep" (when present) is kept in front of the mask
 SECRETS: list[tuple[str, regex.Pattern[str]]] = [
     ("Hugging Face token", regex.compile(r"\bhf_[A-Za-z0-9]{20,}\b")),
     ("OpenAI-style key", regex.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}\b")),
+    ("GitHub token", regex.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b")),
+    ("Slack token", regex.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("Google API key", regex.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("JSON web token", regex.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    ("private key", regex.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)")),
     ("AWS access key", regex.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
     ("AWS secret", regex.compile(r"(?i)(?P<keep>aws_secret_access_key\s*[=:]\s*['\"]?)[A-Za-z0-9/+=]{40}")),
     ("authorization header", regex.compile(
-        r"(?i)(?P<keep>\b(?:authorization|proxy-authorization)['\"]?\s*[:=]\s*['\"]?(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]{8,}")),
+        r"(?i)(?P<keep>\b(?:authorization|proxy-authorization)['\"]?\s*[:=]\s*['\"]?(?:bearer|basic|token|digest)\s+)"
+        r"[^\s'\",}]{4,}")),
+    ("x-api-key header", regex.compile(r"(?i)(?P<keep>\bx-(?:api-key|auth-token)['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]{4,}")),
     ("bearer token", regex.compile(r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/=-]{16,}")),
-    ("password in URL", regex.compile(r"(?P<keep>\b[a-z][a-z0-9+.-]*://[^\s:/@'\"]+:)[^\s@/'\"]+(?=@)")),
+    ("password in URL", regex.compile(r"(?P<keep>\b[a-z][a-z0-9+.-]{0,30}://[^\s:/@'\"]{0,256}:)[^\s@/'\"]{1,256}(?=@)")),
+    ("secret in query string", regex.compile(
+        r"(?i)(?P<keep>[?&;](?:[A-Za-z0-9]+[_.-]){0,8}(?:token|api[_-]?key|apikey|key|auth|sig|signature|password|passwd|secret"
+        r"|credential|x-amz-signature|x-amz-credential|x-amz-security-token)=)[^&\s'\"#<>]+")),
     ("API key flag", regex.compile(
-        r"(?P<keep>--(?:api-key|api_key|hf-token|hf_token|token|admin-api-key|password)(?:=|\s+)['\"]?)[^\s'\",)]+")),
-    ("API key setting", regex.compile(
-        r"(?i)(?P<keep>['\"]?(?:api_key|admin_api_key|hf_token|access_token|secret_key|password)['\"]?\s*[=:]\s*['\"])[^'\"]{4,}(?=['\"])")),
-    ("token env", regex.compile(r"(?P<keep>\b(?:HF_TOKEN|HUGGING_FACE_HUB_TOKEN|OPENAI_API_KEY|VLLM_API_KEY)=)\S+")),
+        r"(?P<keep>--(?:[A-Za-z0-9_]+-){0,8}(?:api-key|api_key|hf-token|hf_token|token|password|secret|secret-key)(?:=|\s+))"
+        r"(?:'[^']*'|\"[^\"]*\"|[^\s'\",)]+)")),
+    ("secret setting, quoted", regex.compile(
+        rf"(?i)(?P<keep>(?:\b|(?<=_)){_SECRET_NAME}['\"]?\s*[=:]\s*\[?\s*(?P<q>['\"]))(?!(?P=q))[^'\"]{{1,1024}}(?=(?P=q))")),
+    ("secret setting", regex.compile(
+        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=_)){_SECRET_NAME}\s*=\s*){_NOT_SECRET_VALUE}[^\s'\",)\]}}]{{4,}}")),
+    ("secret environment variable", regex.compile(
+        rf"(?P<keep>\b(?:[A-Z0-9]+_){{0,8}}(?:API_KEY|TOKEN|PASSWORD|PASSWD|SECRET|SECRET_KEY|CREDENTIALS)=){_NOT_SECRET_VALUE}"
+        r"(?:'[^']*'|\"[^\"]*\"|\S+)")),
 ]
 IPV4 = regex.compile(r"\b(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b")
 IPV6 = regex.compile(r"(?<![\w:])(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}(?![\w:])")
+
+
+def _mask(m: regex.Match[str]) -> str:
+    keep = m.groupdict().get("keep") or ""
+    if m.string.startswith(MASK, m.start() + len(keep)):  # masked already by an earlier pattern
+        return m.group(0)
+    return keep + MASK
 
 
 def redact_text(text: str, ips: bool = False) -> str:
     if not text:
         return text
     for _name, rx in SECRETS:
-        text = rx.sub(lambda m: (m.groupdict().get("keep") or "") + MASK, text)
+        text = rx.sub(_mask, text)
     if ips:
         text = IPV4.sub("[IP]", text)
         text = IPV6.sub("[IP]", text)
@@ -64,11 +93,19 @@ def redact_report(report: Report, ips: bool = False) -> Report:
     # a setting whose name says it is a secret is masked whatever its value looks like
     settings = data.get("environment", {}).get("settings", {})
     for key in list(settings):
-        if regex.search(r"(?i)(api_key|token|password|secret)", key) and settings[key] not in (None, "", False):
+        if secret_setting(key, settings[key]):
             settings[key] = MASK
     launch = report.environment.launch_settings
     out = Report.model_validate(_walk(data, ips))
-    out.environment.launch_settings = {
-        k: (MASK if regex.search(r"(?i)(api_key|token|password|secret)", k) and v not in (None, "", False)
-            else _walk(v, ips)) for k, v in launch.items()}
+    out.environment.launch_settings = {k: MASK if secret_setting(k, v) else _walk(v, ips) for k, v in launch.items()}
     return out
+
+
+def secret_setting(name: str, value: Any) -> bool:
+    """A setting named like a secret (`api_key`, `hf_token`, `ssl_keyfile_password`) that holds
+    something: its value is masked. Unset values, switches and numbers are not secrets."""
+    if value in (None, "", False, True, [], {}) or isinstance(value, (int, float)):
+        return False
+    if isinstance(value, str) and value.strip().lower() in ("none", "null", "true", "false", ""):
+        return False
+    return bool(SECRET_SETTING.search(str(name)))

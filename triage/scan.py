@@ -25,6 +25,7 @@ _RUNNING_VLLM = re.compile(rb"Running: (\d+) reqs")
 _PREFILL = re.compile(rb"#new-token: (\d+), #cached-token: (\d+)")
 _VLLM_HIT = re.compile(rb"Prefix cache hit rate: ([\d.]+)%")
 _LOAD_WORDS = [w.encode() for w in anchors.LOAD]
+GATE_LEN, GATE_MIN = 14, 6
 
 
 @dataclass
@@ -62,10 +63,7 @@ class Prefilter:
                  flagged: Iterable[str] = ()) -> None:
         self.words = sorted({w for w in words if w})
         flagged_set = set(flagged)
-        # The portable engine reports one word per start position (the longest); a shorter
-        # word that is its prefix is there too, so the longer word inherits its flag.
-        self.flagged = [any(w.startswith(f) for f in flagged_set) for w in self.words]
-        self._index = {w.encode(): i for i, w in enumerate(self.words)}
+        self.flagged = [w in flagged_set for w in self.words]
         self.engine = "re"
         self._hs = None
         if prefer_hyperscan:
@@ -82,7 +80,29 @@ class Prefilter:
                 pass
             except Exception as e:  # a pattern Hyperscan rejects: fall back, say so once
                 print(f"triage: hyperscan unavailable ({e}); using the slower scanner", file=sys.stderr)
-        self._re = re.compile(trie_regex([w.encode() for w in self.words]))
+        self._bwords = [w.encode() for w in self.words]
+        self._gate_rx: re.Pattern[bytes] | None = None
+
+    def _gates(self, sample: bytes) -> re.Pattern[bytes]:
+        """The portable engine's prefilter: for each word, its rarest substring in a sample of
+        this very log, as one trie regex. Python's regex engine pays per byte for every branch
+        it enters, so rare gates run several times faster than the words themselves; a line
+        that holds a gate is then checked for the real words with plain substring tests."""
+        first = {b: sample.count(bytes([b])) for b in set(sample)}
+        memo: dict[bytes, int] = {}
+
+        def rarity(g: bytes) -> tuple[int, int]:
+            if g not in memo:
+                memo[g] = sample.count(g)
+            return memo[g], first.get(g[0], 0)
+
+        gates = set()
+        for b in self._bwords:
+            if len(b) <= GATE_MIN:
+                gates.add(b)
+                continue
+            gates.add(min((b[i : i + GATE_LEN] for i in range(len(b) - GATE_MIN + 1)), key=rarity))
+        return re.compile(trie_regex(sorted(gates)))
 
     def hits(self, chunk: bytes) -> list[tuple[int, int]]:
         """(end offset, word index) of every keyword occurrence, overlapping ones included."""
@@ -94,13 +114,22 @@ class Prefilter:
 
             self._hs.scan(chunk, match_event_handler=on_match)
             return out
+        if self._gate_rx is None:
+            self._gate_rx = self._gates(chunk[: 64 * 1024])
         res: list[tuple[int, int]] = []
-        search, index = self._re.search, self._index
-        m = search(chunk)
-        while m is not None:
-            res.append((m.end(), index[m.group(0)]))
-            # restart one byte later, not at the end: keywords may overlap
-            m = search(chunk, m.start() + 1)
+        seen_line = -1
+        for m in self._gate_rx.finditer(chunk):
+            start = chunk.rfind(b"\n", 0, m.start()) + 1
+            if start == seen_line:
+                continue
+            seen_line = start
+            end = chunk.find(b"\n", m.end())
+            line = chunk[start : end if end >= 0 else len(chunk)]
+            for wid, w in enumerate(self._bwords):
+                i = line.find(w)
+                while i >= 0:
+                    res.append((start + i + len(w), wid))
+                    i = line.find(w, i + 1)
         return res
 
 

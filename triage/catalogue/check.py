@@ -66,6 +66,23 @@ def pattern_problems(sig: Signature) -> list[str]:
     return out
 
 
+def todo_problems(sig: Signature) -> list[str]:
+    """Fields that still say TODO (a `triage new` skeleton not yet filled in). Match examples
+    are real log text and are not looked at."""
+    out = []
+    data = sig.spec.model_dump(exclude={"examples": {"match"}})
+    stack: list[tuple[str, object]] = [(k, v) for k, v in data.items()]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str) and "TODO" in v:
+            out.append(f"field '{where}' still says TODO: fill it in before adding the entry")
+        elif isinstance(v, dict):
+            stack.extend((f"{where}.{k}", x) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((f"{where}.{i}", x) for i, x in enumerate(v))
+    return sorted(out)
+
+
 def hyperscan_rejects(cat: Catalogue) -> list[str]:
     try:
         import hyperscan  # type: ignore[import-not-found]
@@ -174,6 +191,7 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
                 problems.append((s.path, f"{s.spec.id}: unknown workaround id {w!r}"))
         for p in pattern_problems(s):
             problems.append((s.path, f"{s.spec.id}: {p}"))
+        problems.extend((s.path, f"{s.spec.id}: {p}") for p in todo_problems(s))
     problems.extend(_flag_problems(cat))
     n_examples = 0
     if not any("unknown workaround" in p for _, p in problems):

@@ -17,7 +17,18 @@ from triage.models import Evidence, Failure, LoadFigures, Report, Workaround
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _BACKTICKS = re.compile(r"`+")
+# C0/C1 controls (tab and newline aside), bidi overrides and line separators: a log line must
+# not move the terminal's cursor, retitle its window, reorder what the reader sees, or start a
+# new Markdown line where the log had none.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# what would start a link, an image or a link reference definition
+_LINKISH = re.compile(r"\]([(\[:])")
 MAX_EVIDENCE_LINES = 40
+MAX_EVIDENCE_CHARS = 2000  # per line; the JSON report keeps the line whole (up to the reader's cut)
+
+
+def printable(text: object) -> str:
+    return _CONTROL.sub("\ufffd", str(text))
 
 
 def fence_for(text: str) -> str:
@@ -26,26 +37,45 @@ def fence_for(text: str) -> str:
 
 
 def inline(text: object) -> str:
-    """One line of log text safe inside Markdown prose or a table cell."""
-    s = " ".join(str(text).split())
-    s = s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    """One line of log text safe inside Markdown prose or a table cell: no HTML, no link or
+    image, no code span or emphasis, no cell break, no control character."""
+    s = printable(" ".join(str(text).split()))
+    s = s.replace("&", "&amp;").replace("\\", "\\\\").replace("|", "\\|")
+    s = s.replace("<", "&lt;").replace(">", "&gt;")
     s = s.replace("`", "'").replace("*", "\\*")
-    return s
+    return _LINKISH.sub(r"\\]\1", s)
 
 
-def _code_inline(text: str) -> str:
-    s = " ".join(text.split())
+def _code_inline(text: object) -> str:
+    """A code span that no backtick inside can close early (outside tables: a pipe stays)."""
+    s = printable(" ".join(str(text).split()))
+    if not s:
+        return "` `"
     longest = max((len(m) for m in _BACKTICKS.findall(s)), default=0)
     ticks = "`" * (longest + 1)
     pad = " " if s.startswith("`") or s.endswith("`") else ""
     return f"{ticks}{pad}{s}{pad}{ticks}"
 
 
+def codeblock(text: object, lang: str = "") -> str:
+    """A fenced block that no line inside can close early."""
+    body = printable(text).replace("\r", "")
+    fence = fence_for(body)
+    return f"{fence}{lang}\n{body}\n{fence}"
+
+
+def _evidence_text(text: str) -> str:
+    text = printable(text).replace("\t", "    ")
+    if len(text) > MAX_EVIDENCE_CHARS:
+        text = f"{text[:MAX_EVIDENCE_CHARS]} ... [{len(text) - MAX_EVIDENCE_CHARS:,} more characters]"
+    return text
+
+
 def evidence_lines(items: list[Evidence]) -> str:
     if not items:
         return ""
     width = len(str(max(e.line for e in items)))
-    body = "\n".join(f"{e.line:>{width}} | {e.text}" for e in items[:MAX_EVIDENCE_LINES])
+    body = "\n".join(f"{e.line:>{width}} | {_evidence_text(e.text)}" for e in items[:MAX_EVIDENCE_LINES])
     if len(items) > MAX_EVIDENCE_LINES:
         body += f"\n{'':>{width}} | ... {len(items) - MAX_EVIDENCE_LINES} more lines"
     fence = fence_for(body)
@@ -116,9 +146,10 @@ def fixlink(fixed: str) -> str:
 
 
 def shortpath(p: str) -> str:
+    """The module path of a frame's file; for a code span (the `code` filter makes it safe)."""
     from triage.fingerprint import module_path
 
-    return inline(module_path(p))
+    return module_path(p)
 
 
 @lru_cache(maxsize=1)
@@ -131,7 +162,7 @@ def _env() -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(inline=inline, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
+    env.filters.update(inline=inline, code=_code_inline, codeblock=codeblock, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
                        change=change, load=load, seconds=seconds, size=size, fixlink=fixlink,
                        shortpath=shortpath)
     return env
