@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
 
 TRACEBACK = "Traceback (most recent call last)"

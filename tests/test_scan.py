@@ -4,8 +4,8 @@ import gzip
 import io
 
 import pytest
-
 from conftest import FIXTURES
+
 from triage.pipeline import Options, analyze_scan, prefilter_for
 from triage.read import iter_chunks
 from triage.report.json_out import render_json
@@ -52,7 +52,8 @@ def test_byte_ranges_merge_to_the_whole(catalogue, tmp_path, parts):
     path = tmp_path / "big.log"
     path.write_bytes(_text("sglang-nsa-tp8.log"))
     pf = prefilter_for(catalogue, False)
-    whole = scan(iter_chunks(open(path, "rb")), pf)
+    with open(path, "rb") as fh:
+        whole = scan(iter_chunks(fh), pf)
     cuts = split_points(str(path), path.stat().st_size, parts)
     scan_mod._WORKER_PREFILTER = pf
     ranges = [scan_mod._scan_range((str(path), cuts[i], cuts[i + 1])) for i in range(len(cuts) - 1)]

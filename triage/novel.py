@@ -23,7 +23,7 @@ from triage.read import iter_chunks, open_source
 
 # Words that make a level-less line a warning or an error (case-sensitive, as printed).
 WORDS = ("Warning", "WARN", "Error", "ERROR", "error", "failed", "Failed", "FAILED", "Exception", "exception",
-         "not supported", "unsupported", "deprecat", "Deprecat", "fatal", "Fatal", "FATAL", "CRITICAL")
+         "not supported", "unsupported", "not found", "deprecat", "Deprecat", "fatal", "Fatal", "FATAL", "CRITICAL")
 # bytes pre-check: a word, or a glog warning/error/fatal prefix (W0110 21:30:54.920681 ...)
 _BYTES_RX = regex.compile(
     b"|".join(regex.escape(w.encode()) for w in WORDS) + rb"|(?m)^[WEF]\d{4} \d\d:"
