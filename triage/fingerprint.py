@@ -18,6 +18,8 @@ _MASKS = [
     (regex.compile(r"\b[0-9a-f]{16,}\b"), "<id>"),
     (regex.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"), "<time>"),
     (regex.compile(r"\b\d\d:\d\d:\d\d(?:\.\d+)?\b"), "<time>"),
+    # a file named by its settings (fused MoE configs: .../E=64,N=1408,device_name=NVIDIA_A100.json)
+    (regex.compile(r"(?:/[\w.@+-]+)+/[\w.@+-]*=[\w.@+=,-]*"), "<path>"),
     (regex.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>"),
     (regex.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<ip>"),
     (regex.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]"), "<shape>"),

@@ -50,6 +50,7 @@ class Failure(BaseModel):
     followed_by: list[Evidence] = Field(default_factory=list)
     source: str | None = None
     phase: str | None = None
+    hints: list[Workaround] = Field(default_factory=list)  # the engine's own suggestions
 
 
 class Workaround(BaseModel):
@@ -64,6 +65,9 @@ class Workaround(BaseModel):
     note: str | None = None
     measured_cost: str | None = None
     source: str = "catalogue"  # catalogue | engine-hint
+
+
+Failure.model_rebuild()
 
 
 class Debug(BaseModel):

@@ -19,15 +19,14 @@ import regex
 
 from triage.fingerprint import mask
 from triage.parse.lines import parse_line
-from triage.read import iter_chunks, open_source
+from triage.read import CHUNK_SIZE, iter_chunks, open_source
 
 # Words that make a level-less line a warning or an error (case-sensitive, as printed).
 WORDS = ("Warning", "WARN", "Error", "ERROR", "error", "failed", "Failed", "FAILED", "Exception", "exception",
          "not supported", "unsupported", "not found", "deprecat", "Deprecat", "fatal", "Fatal", "FATAL", "CRITICAL")
-# bytes pre-check: a word, or a glog warning/error/fatal prefix (W0110 21:30:54.920681 ...)
-_BYTES_RX = regex.compile(
-    b"|".join(regex.escape(w.encode()) for w in WORDS) + rb"|(?m)^[WEF]\d{4} \d\d:"
-)
+_WORD_BYTES = tuple(w.encode() for w in WORDS)
+# glog warning/error/fatal lines have a one-letter level (W0110 21:30:54.920681 ...)
+_GLOG_BYTES = regex.compile(rb"(?:^|\n)[WEF]\d{4} \d\d:")
 _WORD_RX = regex.compile("|".join(regex.escape(w) for w in WORDS))
 _KEEP_LEVELS = {"WARNING": "WARNING", "WARN": "WARNING", "W": "WARNING", "ERROR": "ERROR", "E": "ERROR",
                 "CRITICAL": "CRITICAL", "F": "FATAL"}
@@ -92,27 +91,38 @@ def novel(failed_lines: Iterable[str] | Iterable[tuple[int, str]],
     return [(t, counts[t], first[t]) for t in ranked[:limit]]
 
 
-def warning_lines(path: str) -> Iterator[tuple[int, str]]:
+def _hit_starts(chunk: bytes) -> list[int]:
+    """Start offsets of the lines of `chunk` that hold a level word: one `bytes.find` pass per
+    word (several times faster than one alternation regex), then the glog prefixes."""
+    starts: set[int] = set()
+    for w in _WORD_BYTES:
+        i = chunk.find(w)
+        while i >= 0:
+            starts.add(chunk.rfind(b"\n", 0, i) + 1)
+            end = chunk.find(b"\n", i)
+            if end < 0:
+                break
+            i = chunk.find(w, end)
+    for m in _GLOG_BYTES.finditer(chunk):
+        starts.add(m.start() + (chunk[m.start() : m.start() + 1] == b"\n"))
+    return sorted(starts)
+
+
+def warning_lines(path: str, size: int = CHUNK_SIZE) -> Iterator[tuple[int, str]]:
     """(line number, text) of the lines of a log file (`-`, `.gz` too) that may be warnings or
     errors. Streams line-aligned chunks and decodes only lines that contain a level word or a
-    glog W/E/F prefix (a bytes search first), so a multi-GB log costs one pass and little
+    glog W/E/F prefix (bytes searches first), so a multi-GB log costs one pass and little
     memory; `template()` then decides."""
     with open_source(path) as fh:
         base = 0  # lines before this chunk
-        for chunk in iter_chunks(fh, name=path):
-            pos = counted = 0
-            no = base
-            n = len(chunk)
-            while pos < n:
-                m = _BYTES_RX.search(chunk, pos)
-                if m is None:
-                    break
-                start = chunk.rfind(b"\n", 0, m.start()) + 1
-                end = chunk.find(b"\n", m.end())
+        for chunk in iter_chunks(fh, size=size, name=path):
+            chunk = bytes(chunk)
+            no, counted = base, 0
+            for start in _hit_starts(chunk):
+                end = chunk.find(b"\n", start)
                 if end < 0:
-                    end = n
+                    end = len(chunk)
                 no += chunk.count(b"\n", counted, start)
                 counted = start
-                yield no + 1, bytes(chunk[start:end]).decode("utf-8", "replace")
-                pos = end + 1
+                yield no + 1, chunk[start:end].decode("utf-8", "replace")
             base += chunk.count(b"\n")

@@ -10,9 +10,11 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+import regex
+
 from triage.catalogue.flags import FlagIndex, flag_index, flag_name
 from triage.catalogue.load import Catalogue
-from triage.catalogue.models import WorkaroundSpec
+from triage.catalogue.models import ValueRule, WorkaroundSpec
 from triage.models import Environment, Finding, Report, Workaround
 from triage.scan import LoadSummary
 
@@ -86,7 +88,10 @@ def _respell(flag: str, idx: FlagIndex | None, version: str | None) -> tuple[str
             return repl, f"{detail}; this server ({version}) takes {repl}"
         return flag, detail
     if status == "removed":
-        return flag, f"{detail}; check the replacement for this version"
+        info = idx.get(flag)
+        if version and info is not None and info.replacement:
+            return info.replacement, detail
+        return flag, detail
     if status == "not-yet":
         return flag, f"{detail}; this server runs {version}"
     return flag, None
@@ -118,15 +123,69 @@ def _measured_cost(w: WorkaroundSpec, load: LoadSummary | None, env: Environment
 
 
 def recommend(report: Report, cat: Catalogue, load: LoadSummary | None) -> None:
+    from triage.hints import hints_for
+
     env = report.environment
     idx = flag_index(env.engine) if env.engine else None
+    for failure in report.failures:
+        failure.hints = hints_for(failure, env.engine, env.version)
     for finding in report.findings:
-        finding.workarounds = _for_finding(finding, cat, env, idx, load)
+        text = "\n".join(e.text for e in finding.evidence)
+        if finding.failure is not None:
+            f = report.failures[finding.failure]
+            text = "\n".join([f.message, *(e.text for e in f.raw[-40:]), text])
+        finding.workarounds = _for_finding(finding, cat, env, idx, load, text)
+        if finding.failure is not None and not finding.generic:
+            _rank_hints(finding.workarounds, report.failures[finding.failure].hints)
     report.patched_command = patched_command(report, cat)
 
 
+def _rank_hints(recs: list[Workaround], hints: list[Workaround]) -> None:
+    """Engine hints come after the catalogue's workarounds; one the catalogue already gives
+    is not repeated, the catalogue's entry says the engine agrees."""
+    for h in hints:
+        names = {flag_name(f) for f in h.flags + h.remove_flags}
+        same = next((r for r in recs if names and names <= {flag_name(f) for f in r.flags + r.remove_flags}), None)
+        if same is not None:
+            same.note = (same.note + "; " if same.note else "") + "the engine's own hint suggests this too"
+            continue
+        recs.append(h)
+
+
+def _number(v: float, like: object) -> str:
+    if isinstance(like, int) and not isinstance(like, bool):
+        return str(int(round(v)))
+    return f"{v:.2f}".rstrip("0").rstrip(".") if not float(v).is_integer() else str(int(v))
+
+
+def computed_value(rule: ValueRule | None, settings: dict[str, Any], text: str) -> tuple[str, str] | None:
+    """(value, why) for a workaround's flag, from the failure's own words or the running value."""
+    if rule is None:
+        return None
+    if rule.from_message:
+        m = regex.search(rule.from_message, text)
+        if m:
+            return m.group(1), "the value the error message states"
+    if rule.from_setting:
+        cur = settings.get(rule.from_setting)
+        if isinstance(cur, (int, float)) and not isinstance(cur, bool):
+            v = float(cur)
+            if rule.times is not None:
+                v *= rule.times
+            if rule.add is not None:
+                v += rule.add
+            if rule.min is not None:
+                v = max(v, rule.min)
+            if rule.max is not None:
+                v = min(v, rule.max)
+            if v == cur:
+                return None
+            return _number(v, cur), f"from the running {rule.from_setting}={cur}"
+    return None
+
+
 def _for_finding(finding: Finding, cat: Catalogue, env: Environment, idx: FlagIndex | None,
-                 load: LoadSummary | None) -> list[Workaround]:
+                 load: LoadSummary | None, text: str = "") -> list[Workaround]:
     spec_ids = cat.signatures[finding.signature].spec.workarounds if finding.signature in cat.signatures else []
     out: list[Workaround] = []
     for wid in spec_ids:
@@ -135,7 +194,12 @@ def _for_finding(finding: Finding, cat: Catalogue, env: Environment, idx: FlagIn
             continue
         w_idx = idx if w.engine == env.engine else flag_index(w.engine)
         add, notes = [], []
-        for f in w.flags.add:
+        flags_add = list(w.flags.add)
+        computed = computed_value(w.value, env.settings, text)
+        if computed is not None and flags_add:
+            flags_add[0] = f"{flag_name(flags_add[0])} {computed[0]}"
+            notes.append(f"value {computed[0]} {computed[1]}")
+        for f in flags_add:
             spelled, note = _respell(f, w_idx if w.engine == (env.engine or w.engine) else flag_index(w.engine),
                                      env.version if w.engine == env.engine else None)
             value = _flag_value(f)

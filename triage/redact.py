@@ -17,7 +17,7 @@ MASK = "[REDACTED]"
 
 # Names of settings, flags and variables whose value is a secret whatever it looks like. A name
 # must end in one of these words: `tokenizer_path` and `max_prefill_tokens` are not secrets.
-_SECRET_NAME = r"(?:api[_-]?key|token|passw(?:or)?d|secret(?:[_-]?key)?|credentials?|private[_-]?key)"
+_SECRET_NAME = r"(?:api[_-]?key|access[_-]?key|token|passw(?:or)?d|secret(?:[_-]?key)?|credentials?|private[_-]?key)"
 SECRET_SETTING = regex.compile(rf"(?i)(?:^|[_-]){_SECRET_NAME}$")
 # a value that is clearly not a secret: unset, a switch, a number
 _NOT_SECRET_VALUE = r"(?!(?:None|none|null|NULL|True|true|False|false|\d+)(?![\w.-]))"

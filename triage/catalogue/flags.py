@@ -92,7 +92,8 @@ class FlagIndex:
         v = _ver(version)
         if v is None:
             if info.removed_in:
-                return "removed", f"{info.flag} exists only up to {info.last_seen or '?'} (removed in {info.removed_in})"
+                repl = f"; from {info.removed_in} on use {info.replacement}" if info.replacement else ""
+                return "removed", f"{info.flag} exists only up to {info.last_seen or '?'} (removed in {info.removed_in}){repl}"
             if info.deprecated_in:
                 return "deprecated", (f"{info.flag} is deprecated since {info.deprecated_in}; "
                                       f"use {info.replacement} from {info.deprecated_in} on")
@@ -102,7 +103,8 @@ class FlagIndex:
             return "not-yet", f"{info.flag} first appeared in {info.first_seen}"
         removed = _ver(info.removed_in)
         if removed is not None and v >= removed:
-            return "removed", f"{info.flag} was removed in {info.removed_in}"
+            repl = f"; use {info.replacement}" if info.replacement else ""
+            return "removed", f"{info.flag} was removed in {info.removed_in}{repl}"
         dep = _ver(info.deprecated_in)
         if dep is not None and v >= dep:
             return "deprecated", f"{info.flag} is deprecated since {info.deprecated_in}; use {info.replacement}"

@@ -219,7 +219,10 @@ def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_
     import pickle
 
     roots: list[Path] = list(builtin_dirs()) if builtin else []
-    roots += [Path(d) for d in extra or [] if Path(d).is_dir()]
+    for d in extra or []:
+        if not Path(d).is_dir():
+            raise CatalogueError(f"{d}: catalogue directory not found")
+        roots.append(Path(d))
     cache = _cache_path(roots) if strict_refs else None
     if cache is not None and cache.exists():
         try:

@@ -29,6 +29,31 @@ class FlagChange(Strict):
         return v
 
 
+class ValueRule(Strict):
+    """How the value of the first added flag is computed for the server at hand."""
+
+    from_message: str | None = None  # regex with one group, searched in the failure's lines
+    from_setting: str | None = None  # a printed launch setting (dest name) to start from
+    add: float | None = None
+    times: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ValueRule:
+        if not (self.from_message or self.from_setting):
+            raise ValueError("a value rule needs from_message or from_setting")
+        if self.from_message:
+            import regex
+
+            try:
+                if regex.compile(self.from_message).groups != 1:
+                    raise ValueError("from_message must have exactly one capturing group")
+            except regex.error as e:
+                raise ValueError(f"from_message is not a valid regex: {e}") from None
+        return self
+
+
 class WorkaroundSpec(Strict):
     id: str = Field(pattern=ID_RX)
     engine: Literal["sglang", "vllm", "trtllm", "tgi", "triton", "any", "docker"]
@@ -37,6 +62,7 @@ class WorkaroundSpec(Strict):
     env: dict[str, str] = Field(default_factory=dict)
     action: str | None = None
     cost: str = Field(min_length=10)
+    value: ValueRule | None = None
     conflicts: list[str] = Field(default_factory=list)
 
     @field_validator("env", mode="before")

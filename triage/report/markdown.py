@@ -98,6 +98,10 @@ def where(f: Failure) -> str:
 
 
 def change(w: Workaround) -> str:
+    if w.source == "engine-hint":
+        parsed = change(w.model_copy(update={"source": "catalogue", "action": None}))
+        said = f"the engine says {_code_inline(w.action or '')}"
+        return f"{said} (that is: {parsed})" if parsed != inline(w.title) else said
     parts = []
     if w.flags:
         parts.append("add " + ", ".join(_code_inline(x) for x in w.flags))
@@ -241,6 +245,10 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
                f"catalogue skeleton command are below.")
     if top is not None and top.workarounds:
         out.append(f"**Do now:** {change(top.workarounds[0])}.")
+    if f.hints:
+        out.append("**The engine's own suggestions:** " + "; ".join(
+            _code_inline(h.action or "") for h in f.hints[:4]) + ". They are generic advice for this error, "
+            "not checked against the catalogue.")
     return out
 
 
