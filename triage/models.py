@@ -104,6 +104,13 @@ class LoadFigures(BaseModel):
     cuda_graph: bool | None = None
 
 
+class PhaseSpan(BaseModel):
+    name: str
+    line: int
+    time: str | None = None
+    seconds: float | None = None  # until the next phase began
+
+
 class Timeline(BaseModel):
     first_line: int | None = None
     first_time: str | None = None
@@ -117,6 +124,8 @@ class Timeline(BaseModel):
     peak_running: LoadFigures | None = None
     phase_at_crash: str | None = None
     prefix_cache: dict[str, float] | None = None
+    phases: list[PhaseSpan] = Field(default_factory=list)  # the first start, up to ready
+    kv_cache_tokens: int | None = None
 
 
 class Environment(BaseModel):

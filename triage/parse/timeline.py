@@ -6,13 +6,15 @@ from datetime import datetime
 
 import regex
 
-from triage.models import Evidence, LoadFigures, Timeline
+from triage.models import Evidence, LoadFigures, PhaseSpan, Timeline
 from triage.parse.lines import LogLine
 
 WEIGHTS = regex.compile(r"Load weight end|Loading weights took|Model loading took")
 GRAPH_BEGIN = regex.compile(r"Capture (?:cuda graph|\w+ \w+ CUDA graph|piecewise CUDA graph) begin|Capturing CUDA graphs?|Capturing cudagraphs|Capturing the model for CUDA graphs")
 GRAPH_END = regex.compile(r"Capture cuda graph end|CUDA graph end\.|Graph capturing finished")
 READY = regex.compile(r"The server is fired up and ready to roll|Application startup complete")
+FIRED_UP = "The server is fired up and ready to roll"
+KV_TOKENS = regex.compile(r"KV Cache is allocated\.?.*?#tokens: (\d+)|GPU KV cache size: ([\d,]+) tokens|max_total_num_tokens=(\d+)")
 LOADING = regex.compile(r"Load weight begin|Init torch distributed begin|Starting to load model|Loading model weights|Loading safetensors")
 
 _NUM = {
@@ -61,34 +63,54 @@ def load_figures(no: int, text: str, ts: str | None = None) -> LoadFigures:
 def build_timeline(lines: list[LogLine], crash_line: int | None) -> Timeline:
     tl = Timeline()
     if lines:
-        first = lines[0]
-        tl.first_line = first.no
+        tl.first_line = lines[0].no
         tl.first_time = next((ln.ts for ln in lines if ln.ts), None)
+    sglang = any(FIRED_UP in ln.message for ln in lines)
     phase = "starting"
     phase_at_crash = None
     last_ts = None
+    spans: list[PhaseSpan] = []
+
+    def enter(name: str, ln: LogLine) -> None:
+        nonlocal phase
+        phase = name
+        if tl.ready is None:  # phases of the first start only
+            spans.append(PhaseSpan(name=name, line=ln.no, time=ln.ts or last_ts))
+
     for ln in lines:
         last_ts = ln.ts or last_ts
         if crash_line is not None and ln.no >= crash_line and phase_at_crash is None:
             phase_at_crash = phase
         msg = ln.message
-        if LOADING.search(msg) and phase in ("starting",):
-            phase = "loading weights"
+        if tl.kv_cache_tokens is None and (km := KV_TOKENS.search(msg)):
+            tl.kv_cache_tokens = int((km.group(1) or km.group(2) or km.group(3)).replace(",", ""))
+        if LOADING.search(msg) and phase == "starting":
+            enter("loading weights", ln)
         elif WEIGHTS.search(msg):
             if tl.weights_loaded is None:
                 tl.weights_loaded = Evidence(line=ln.no, text=ln.text)
             if phase in ("starting", "loading weights"):
-                phase = "allocating KV cache"
-        elif GRAPH_BEGIN.search(msg) and phase != "serving":
-            phase = "capturing CUDA graphs"
+                enter("allocating KV cache", ln)
+        elif GRAPH_BEGIN.search(msg) and phase not in ("serving", "capturing CUDA graphs"):
+            enter("capturing CUDA graphs", ln)
         elif GRAPH_END.search(msg) and phase != "serving":
             tl.cuda_graphs = Evidence(line=ln.no, text=ln.text)
-            phase = "warming up"
+            if phase != "warming up":
+                enter("warming up", ln)
         elif READY.search(msg):
-            if tl.ready is None or (crash_line is not None and ln.no < crash_line):
+            # SGLang's uvicorn line comes before its warm-up; only "fired up" means ready there
+            if sglang and FIRED_UP not in msg:
+                if phase != "warming up":
+                    enter("warming up", ln)
+                continue
+            if tl.ready is None or (crash_line is not None and ln.no < crash_line and tl.ready.line > crash_line):
                 tl.ready = Evidence(line=ln.no, text=ln.text)
                 tl.ready_seconds = seconds_between(tl.first_time, last_ts)
+                spans.append(PhaseSpan(name="ready", line=ln.no, time=last_ts))
             phase = "serving"
+    for a, b in zip(spans, spans[1:], strict=False):
+        a.seconds = seconds_between(a.time, b.time)
+    tl.phases = [s for s in spans if s.name != "ready"] if tl.ready else spans
     if crash_line is not None and phase_at_crash is None:
         phase_at_crash = phase
     # "starting" only means no milestone was seen: say nothing rather than guess
