@@ -569,8 +569,6 @@ def test_duplicate_of_a_builtin_id(tmp_path):
     assert "duplicate signature id" in err and "frob.yaml" in err
 
 
-@pytest.mark.xfail(reason="catalogue/load.py: the on-disk cache drops a missing --catalogue directory "
-                          "before the check that reports it (see the hardening report)", strict=False)
 def test_catalogue_directory_missing(tmp_path):
     log = tmp_path / "x.log"
     log.write_text(SGL_CRASH)

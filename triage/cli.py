@@ -161,12 +161,14 @@ def watch(
     format: Annotated[Format, typer.Option("--format", "-f", help="md (default) or json (one event a line).")] = Format.md,
     grace: Annotated[float, typer.Option("--grace", help="Seconds without a new line after which a failure's lines are taken as complete.")] = 2.0,
     catalogue: CatalogueOpt = None,
+    no_redact: Annotated[bool, typer.Option("--no-redact", help="Keep tokens, keys and passwords in the report.")] = False,
+    redact_ips: Annotated[bool, typer.Option("--redact-ips", help="Also mask IP addresses.")] = False,
 ) -> None:
     """Follow a server log as it is written: phase on stderr; ready (0), failure report (1), timeout (3)."""
     from triage.watch import WatchOptions, watch_file
 
     opts = WatchOptions(timeout=timeout, until=until, fmt=format.value, grace=grace,
-                        catalogue_dirs=[str(p) for p in catalogue or []])
+                        catalogue_dirs=[str(p) for p in catalogue or []], redact=not no_redact, redact_ips=redact_ips)
     raise typer.Exit(watch_file(log, opts))
 
 
@@ -178,13 +180,15 @@ def run(
     format: Annotated[Format, typer.Option("--format", "-f", help="md (default) or json (one event a line).")] = Format.md,
     grace: Annotated[float, typer.Option("--grace", help="Seconds without a new line after which a failure's lines are taken as complete.")] = 2.0,
     catalogue: CatalogueOpt = None,
+    no_redact: Annotated[bool, typer.Option("--no-redact", help="Keep tokens, keys and passwords in the report.")] = False,
+    redact_ips: Annotated[bool, typer.Option("--redact-ips", help="Also mask IP addresses.")] = False,
 ) -> None:
     """Start a server, tee its output to the terminal and a log, and watch it; exit with its status."""
     from triage.run import run_command
     from triage.watch import WatchOptions
 
     opts = WatchOptions(timeout=timeout, until="exit", fmt=format.value, grace=grace,
-                        catalogue_dirs=[str(p) for p in catalogue or []])
+                        catalogue_dirs=[str(p) for p in catalogue or []], redact=not no_redact, redact_ips=redact_ips)
     raise typer.Exit(run_command(command, log, opts))
 
 

@@ -108,7 +108,7 @@ def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
     if not by_kw:
         return []
     hits: dict[str, list[LogLine]] = defaultdict(list)
-    timed_out: set[str] = set()
+    timed_out: set[tuple[str, int]] = set()
     for ln in ctx.lines:
         if ctx.keyword_lines is not None and ln.no not in ctx.keyword_lines:
             continue
@@ -121,13 +121,15 @@ def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
             continue
         sigs = {s.spec.id: s for k in found for s in by_kw[k]}
         for sid, s in sigs.items():
-            for p in s.patterns:
+            for i, p in enumerate(s.patterns):
+                if (sid, i) in timed_out:
+                    continue  # a pattern that blew its budget once is off for the rest of the run
                 try:
                     ok = p.search(ln.text, timeout=PATTERN_TIMEOUT) is not None
                 except TimeoutError:
-                    if sid not in timed_out:
-                        timed_out.add(sid)
-                        ctx.notes.append(f"pattern of {sid} timed out on line {ln.no} and was skipped there: {p.pattern[:80]}")
+                    timed_out.add((sid, i))
+                    ctx.notes.append(f"pattern of {sid} timed out on line {ln.no} and was switched off for this log: "
+                                     f"{p.pattern[:80]}")
                     ok = False
                 if ok:
                     hits[sid].append(ln)

@@ -145,7 +145,7 @@ def run_command(command: list[str], log_path: str | None, opts: WatchOptions) ->
         server = Server(command, log)
         for s in old:
             signal.signal(s, server.forward)
-        return _supervise(server, Watcher(path, opts.catalogue_dirs, opts.grace), Printer(opts.fmt), opts)
+        return _supervise(server, Watcher(path, opts.catalogue_dirs, opts.grace), Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips), opts)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -229,8 +229,10 @@ def note(text: str) -> None:
 class Printer:
     """What the operator sees (stderr) and what a script reads (stdout: report or JSON events)."""
 
-    def __init__(self, fmt: str, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, fmt: str, clock: Callable[[], float] = time.monotonic, redact: bool = True,
+                 redact_ips: bool = False) -> None:
         self.json = fmt == "json"
+        self.redact, self.redact_ips = redact, redact_ips
         self.clock = clock
         self._last_progress = (0.0, "")
         self._last_heartbeat = clock()
@@ -270,6 +272,10 @@ class Printer:
         from triage.report.json_out import report_dict
         from triage.report.markdown import render_markdown
 
+        if self.redact:
+            from triage.redact import redact_report
+
+            report = redact_report(report, ips=self.redact_ips)
         f = report.failures[0] if report.failures else None
         where = f" at line {f.line}: {f.exception}: {f.message}"[:200] if f else ""
         note(f"failure{where}")
@@ -282,6 +288,10 @@ class Printer:
     def timeout(self, w: Watcher, seconds: float) -> None:
         phase, stuck = w.phases.phase, w.phases.seconds_in_phase()
         last = w.last_lines()
+        if self.redact:
+            from triage.redact import redact_text
+
+            last = [redact_text(x, self.redact_ips) for x in last]
         note(f"timed out after {seconds:g}s: stuck {phase} for {stuck:.1f}s (since line {w.phases.line})")
         if self.json:
             self.event({"event": "timeout", "phase": phase, "seconds_in_phase": round(stuck, 3),
@@ -293,8 +303,10 @@ class Printer:
         else:
             verdict = (f"no failure and not ready after {seconds:g}s; the server is stuck **{phase}** "
                        f"(for {stuck:.1f}s, since line {w.phases.line}). This is how a hang looks.")
+        from triage.report.markdown import codeblock
+
         sys.stdout.write(f"# Triage: {w.path} timed out\n\n**Verdict:** {verdict}\n\n"
-                         f"## Last {len(last)} lines\n\n```text\n{body}\n```\n")
+                         f"## Last {len(last)} lines\n\n{codeblock(body, 'text')}\n")
         sys.stdout.flush()
 
 
@@ -305,6 +317,8 @@ class WatchOptions:
     fmt: str = "md"
     grace: float = 2.0
     catalogue_dirs: list[str] = field(default_factory=list)
+    redact: bool = True
+    redact_ips: bool = False
 
 
 def check_options(opts: WatchOptions) -> None:
@@ -324,7 +338,7 @@ def watch_file(path: str, opts: WatchOptions) -> int:
     if os.path.isdir(path):
         raise TriageError(f"{path}: is a directory, not a log file")
     w = Watcher(path, opts.catalogue_dirs, opts.grace)
-    out = Printer(opts.fmt)
+    out = Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips)
     deadline = w.started + opts.timeout if opts.timeout else None
     if not os.path.exists(path):
         note(f"waiting for {path} to appear")

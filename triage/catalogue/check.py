@@ -21,6 +21,7 @@ from triage.catalogue.load import (
     _add_wk,
     _yaml_files,
     builtin_dirs,
+    line_with,
     load_signature,
     load_workaround,
 )
@@ -188,7 +189,7 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
     for s in cat.signatures.values():
         for w in s.spec.workarounds:
             if w not in cat.workarounds:
-                problems.append((s.path, f"{s.spec.id}: unknown workaround id {w!r}"))
+                problems.append((f"{s.path}:{line_with(s.path, w)}", f"{s.spec.id}: unknown workaround id {w!r}"))
         for p in pattern_problems(s):
             problems.append((s.path, f"{s.spec.id}: {p}"))
         problems.extend((s.path, f"{s.spec.id}: {p}") for p in todo_problems(s))

@@ -210,6 +210,17 @@ def _cache_path(roots: list[Path]) -> Path | None:
     return Path(base) / "triage" / f"catalogue-{h.hexdigest()[:20]}.pickle"
 
 
+def _trusted(path: Path) -> bool:
+    """Only a cache file we could have written ourselves is unpickled: owned by this user,
+    in a directory nobody else can write to."""
+    try:
+        st, dst = path.stat(), path.parent.stat()
+    except OSError:
+        return False
+    uid = os.getuid() if hasattr(os, "getuid") else st.st_uid
+    return st.st_uid == uid and dst.st_uid == uid and not (dst.st_mode & 0o022) and not (st.st_mode & 0o022)
+
+
 def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_refs: bool = True) -> Catalogue:
     """The catalogue: the built-in one plus `extra` directories, validated.
 
@@ -224,7 +235,7 @@ def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_
             raise CatalogueError(f"{d}: catalogue directory not found")
         roots.append(Path(d))
     cache = _cache_path(roots) if strict_refs else None
-    if cache is not None and cache.exists():
+    if cache is not None and cache.exists() and _trusted(cache):
         try:
             with open(cache, "rb") as fh:
                 cat = pickle.load(fh)  # noqa: S301 - written by us, keyed by content stats
@@ -235,7 +246,8 @@ def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_
     cat = _load_uncached(extra, builtin, strict_refs)
     if cache is not None:
         try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(cache.parent, 0o700)
             tmp = cache.with_suffix(f".{os.getpid()}.tmp")
             with open(tmp, "wb") as fh:
                 pickle.dump(cat, fh, protocol=pickle.HIGHEST_PROTOCOL)
@@ -273,18 +285,31 @@ def _load_uncached(extra: list[str] | None, builtin: bool, strict_refs: bool) ->
         for s in cat.signatures.values():
             for w in s.spec.workarounds:
                 if w not in cat.workarounds:
-                    raise CatalogueError(f"{s.path}: field 'workarounds': unknown workaround id {w!r}")
+                    raise CatalogueError(f"{s.path}:{line_with(s.path, w)}: field 'workarounds': unknown workaround id {w!r}")
     return cat
+
+
+def line_with(path: str | Path, needle: str, key: str | None = None) -> int:
+    """1-based line of the first line holding `needle` (after `key:` when given), else 1."""
+    try:
+        for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+            if needle in line and (key is None or line.lstrip().startswith(f"{key}:") or line.lstrip().startswith("-")):
+                return i
+    except OSError:
+        pass
+    return 1
 
 
 def _add_sig(cat: Catalogue, s: Signature) -> None:
     if s.spec.id in cat.signatures:
-        raise CatalogueError(f"{s.path}: duplicate signature id {s.spec.id!r} (also in {cat.signatures[s.spec.id].path})")
+        raise CatalogueError(f"{s.path}:{line_with(s.path, s.spec.id, 'id')}: duplicate signature id {s.spec.id!r} "
+                             f"(also in {cat.signatures[s.spec.id].path})")
     cat.signatures[s.spec.id] = s
 
 
 def _add_wk(cat: Catalogue, w: WorkaroundSpec, path: Path) -> None:
     if w.id in cat.workarounds:
-        raise CatalogueError(f"{path}: duplicate workaround id {w.id!r} (also in {cat.workaround_paths[w.id]})")
+        raise CatalogueError(f"{path}:{line_with(path, w.id, 'id')}: duplicate workaround id {w.id!r} "
+                             f"(also in {cat.workaround_paths[w.id]})")
     cat.workarounds[w.id] = w
     cat.workaround_paths[w.id] = str(path)
