@@ -67,6 +67,7 @@ def analyze(
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Processes to use (0: one per core).")] = 0,
     no_redact: Annotated[bool, typer.Option("--no-redact", help="Keep tokens, keys and passwords in the report.")] = False,
     redact_ips: Annotated[bool, typer.Option("--redact-ips", help="Also mask IP addresses.")] = False,
+    baseline: Annotated[Optional[str], typer.Option("--baseline", help="A healthy (or earlier) log of the same server: compare startup times and list its new warning and error lines.")] = None,  # noqa: UP045
 ) -> None:
     """Analyse server logs: what failed, why, what to do now, and the evidence."""
     from triage.pipeline import Options
@@ -77,17 +78,37 @@ def analyze(
     cat = _load(catalogue)
     opts = Options(version=version, command=command, prefer_hyperscan=not no_hyperscan, workers=jobs)
     paths = expand_inputs(logs)
-    reports = [run(p, cat, opts) for p in paths]
+    if baseline is not None and len(paths) > 1:
+        raise TriageError("--baseline compares one log with one healthy log; give a single LOG")
+    if len(paths) == 1:
+        reports, errors = [run(paths[0], cat, opts)], {}
+        if baseline is not None:
+            from triage.baseline import compare
+
+            compare(reports[0], baseline, cat, opts)
+    else:
+        from triage.many import analyze_many
+
+        reports, errors = analyze_many(paths, cat, opts, jobs)
     if not no_redact:
         from triage.redact import redact_report
 
         reports = [redact_report(r, ips=redact_ips) for r in reports]
-    if len(reports) == 1:
+    if len(paths) == 1:
         text = render_json(reports[0]) if format == Format.json else render_markdown(reports[0])
     else:
-        text = render_json(reports) if format == Format.json else "\n---\n\n".join(render_markdown(r) for r in reports)
+        from triage.many import summarise, summary_dict, summary_markdown
+
+        summary = summarise(reports, errors)
+        if format == Format.json:
+            text = render_json(reports, summary=summary_dict(summary))
+        else:
+            text = summary_markdown(summary) + "".join("\n---\n\n" + render_markdown(r) for r in reports)
     _write(text, output, paths)
-    raise typer.Exit(max(r.exit_code for r in reports))
+    for path, err in errors.items():
+        sys.stderr.write(f"triage: error: {err}\n")
+    codes = [r.exit_code for r in reports] + [2 for _ in errors]
+    raise typer.Exit(1 if 1 in codes else max(codes))
 
 
 def expand_inputs(items: list[str]) -> list[str]:

@@ -50,6 +50,7 @@ class Failure(BaseModel):
     followed_by: list[Evidence] = Field(default_factory=list)
     source: str | None = None
     phase: str | None = None
+    time: str | None = None  # timestamp of its first line, as the log prints it
     hints: list[Workaround] = Field(default_factory=list)  # the engine's own suggestions
 
 
@@ -146,6 +147,28 @@ class Environment(BaseModel):
     launch_command: str | None = None
 
 
+class PhaseDelta(BaseModel):
+    name: str
+    seconds: float | None = None
+    baseline_seconds: float | None = None
+    slower: bool = False
+
+
+class NovelLine(BaseModel):
+    template: str
+    count: int
+    line: int  # first occurrence in this log
+
+
+class BaselineComparison(BaseModel):
+    source: str
+    ready_seconds: float | None = None
+    baseline_ready_seconds: float | None = None
+    slower: bool = False
+    phases: list[PhaseDelta] = Field(default_factory=list)
+    novel: list[NovelLine] = Field(default_factory=list)
+
+
 class Report(BaseModel):
     source: str
     sources: list[str] = Field(default_factory=list)
@@ -157,6 +180,7 @@ class Report(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     patched_command: str | None = None
+    baseline: BaselineComparison | None = None
 
     @property
     def exit_code(self) -> int:

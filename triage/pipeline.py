@@ -82,6 +82,7 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
             timeline.last_load = load_figures(no, text, parse_line(no, text).ts)
         for f in failures:
             f.phase = timeline.phase_at_crash if f is first else None
+            f.time = by_no[f.line].ts if f.line in by_no else None
     elif res.final_load is not None:
         no, text = res.final_load
         timeline.last_load = load_figures(no, text)

@@ -279,11 +279,20 @@ def apply_workaround(args: list[str], w: Workaround, idx: FlagIndex | None) -> l
     """Add, change or remove flags in an argv list; no flag ends up twice."""
     out = list(args)
 
+    def same_flag(tok: str, name: str) -> bool:
+        head = tok.split("=", 1)[0]
+        if head == name:
+            return True
+        if idx is None or not head.startswith("--"):
+            return False
+        a, b = idx.get(head), idx.get(name)
+        return a is not None and b is not None and a.flag == b.flag
+
     def drop(name: str) -> None:
         i = 0
         while i < len(out):
             tok = out[i]
-            if tok == name or tok.startswith(name + "="):
+            if same_flag(tok, name):
                 takes = True
                 if idx is not None and (info := idx.get(name)) is not None:
                     takes = info.takes_value is not False

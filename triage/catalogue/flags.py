@@ -79,6 +79,11 @@ class FlagIndex:
             info = self.by_name.get(name.replace("_", "-"))  # vLLM accepts underscores
         if info is None and name.startswith("--no-"):
             info = self.by_name.get("--" + name[5:])
+        if info is None and name.startswith("--") and len(name) > 3:
+            # argparse's allow_abbrev: a unique prefix of a current flag is that flag
+            cands = {i.flag for n, i in self.by_name.items() if n.startswith(name) and not i.removed_in}
+            if len(cands) == 1:
+                info = self.by_name[cands.pop()]
         return info
 
     def exists(self, flag: str) -> bool:
