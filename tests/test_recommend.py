@@ -3,8 +3,8 @@
 import shlex
 
 import pytest
-
 from conftest import FIXTURES, analyze_json, run_cli
+
 from triage.catalogue.flags import flag_index, flag_name
 
 
@@ -89,9 +89,10 @@ def test_cost_of_disabling_radix_cache_measured_from_the_log(tmp_path):
 
 
 def test_condition_that_fails_marks_the_finding_unlikely(tmp_path):
-    p = _prefill_log(tmp_path, cached=0, new=10)
-    text = open(p).read().replace("attention_backend='nsa'", "attention_backend='fa3'")
-    open(p, "w").write(text)
+    from pathlib import Path
+
+    p = Path(_prefill_log(tmp_path, cached=0, new=10))
+    p.write_text(p.read_text().replace("attention_backend='nsa'", "attention_backend='fa3'"))
     _, d = analyze_json(p)
     f = next(x for x in d["findings"] if x["signature"] == "sglang-nsa-page-table-1-flattened")
     assert f["unlikely"] and "attention_backend" in f["unlikely"] and f["confidence"] < 0.5

@@ -105,7 +105,7 @@ def analyze(
         else:
             text = summary_markdown(summary) + "".join("\n---\n\n" + render_markdown(r) for r in reports)
     _write(text, output, paths)
-    for path, err in errors.items():
+    for err in errors.values():
         sys.stderr.write(f"triage: error: {err}\n")
     codes = [r.exit_code for r in reports] + [2 for _ in errors]
     raise typer.Exit(1 if 1 in codes else max(codes))
@@ -130,6 +130,8 @@ def expand_inputs(items: list[str]) -> list[str]:
             if not found:
                 raise TriageError(f"{item}: no file matches")
             out.extend(found)
+        elif not p.exists():
+            raise TriageError(f"{item}: no such file")  # a name typed on the command line: a usage error
         else:
             out.append(item)
     return out
