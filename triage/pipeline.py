@@ -50,7 +50,12 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
             res = scan_file(path, pf, workers)
             if res is not None:
                 return res
-        return scan(iter_chunks(fh, name=path), pf)
+        from triage.progress import Progress
+        from triage.read import file_size
+
+        plain = fh.__class__.__name__ == "BufferedReader"  # a .gz has no meaningful total
+        progress = Progress(file_size(path) if plain else None, "scanning")
+        return scan(progress.wrap(iter_chunks(fh, name=path)), pf)
 
 
 def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | None = None) -> Report:

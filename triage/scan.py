@@ -318,6 +318,7 @@ def scan(chunks: Iterator[bytes], prefilter: Prefilter, overflow: Iterator[bytes
 
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 _WORKER_PREFILTER: Prefilter | None = None  # inherited by forked workers
+_WORKER_PROGRESS = None  # a shared counter of bytes scanned, for the progress line
 
 
 def _scan_range(args: tuple[str, int, int]) -> ScanResult:
@@ -325,9 +326,16 @@ def _scan_range(args: tuple[str, int, int]) -> ScanResult:
 
     path, start, end = args
     assert _WORKER_PREFILTER is not None
+    def counted(chunks: Iterator[bytes]) -> Iterator[bytes]:
+        for c in chunks:
+            if _WORKER_PROGRESS is not None:
+                with _WORKER_PROGRESS.get_lock():
+                    _WORKER_PROGRESS.value += len(c)
+            yield c
+
     with open(path, "rb") as fh:
         fh.seek(start)
-        chunks = iter_chunks(fh, name=path, limit=end - start)
+        chunks = counted(iter_chunks(fh, name=path, limit=end - start))
         res = scan(chunks, _WORKER_PREFILTER, overflow=iter_chunks(fh, name=path, limit=4 * 1024 * 1024))
     return res
 
@@ -429,6 +437,20 @@ def scan_file(path: str, prefilter: Prefilter, workers: int) -> ScanResult | Non
         ctx = mp.get_context("fork")
     except ValueError:
         return None
-    with ctx.Pool(len(cuts) - 1) as pool:
-        parts = pool.map(_scan_range, [(path, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
+    from triage.progress import Progress
+
+    global _WORKER_PROGRESS
+    progress = Progress(size, "scanning")
+    _WORKER_PROGRESS = ctx.Value("q", 0) if progress.enabled else None
+    try:
+        with ctx.Pool(len(cuts) - 1) as pool:
+            pending = pool.map_async(_scan_range, [(path, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
+            while not pending.ready():
+                pending.wait(0.2)
+                if _WORKER_PROGRESS is not None:
+                    progress.update(_WORKER_PROGRESS.value)
+            parts = pending.get()
+    finally:
+        progress.close()
+        _WORKER_PROGRESS = None
     return merge(parts)
