@@ -226,7 +226,10 @@ def new(
     from triage.pipeline import analyze as run
     from triage.skeleton import first_unknown, skeleton
 
-    report = run(log, _load(catalogue))
+    from triage.redact import redact_report
+
+    # the excerpt becomes a catalogue example, which gets committed and shared: no secrets
+    report = redact_report(run(log, _load(catalogue)))
     if not report.failures:
         raise TriageError(f"{log}: no failure found, nothing to describe")
     if failure is None:
