@@ -55,7 +55,9 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
 
         plain = fh.__class__.__name__ == "BufferedReader"  # a .gz has no meaningful total
         progress = Progress(file_size(path) if plain else None, "scanning")
-        return scan(progress.wrap(iter_chunks(fh, name=path)), pf)
+        from triage.read import iter_spans
+
+        return scan(progress.wrap(iter_spans(fh, name=path)), pf)
 
 
 def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | None = None) -> Report:

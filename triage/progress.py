@@ -35,12 +35,12 @@ class Progress:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
 
-    def wrap(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    def wrap(self, spans: Iterator[tuple[bytearray, int]]) -> Iterator[tuple[bytearray, int]]:
         done = 0
         try:
-            for c in chunks:
-                done += len(c)
+            for span in spans:
+                done += span[1]
                 self.update(done)
-                yield c
+                yield span
         finally:
             self.close()

@@ -124,6 +124,67 @@ def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
         yield carry
 
 
+Span = tuple[bytearray, int]
+
+
+def iter_spans(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
+               limit: int | None = None) -> Iterator[Span]:
+    """Like iter_chunks, without the copies: yields (buffer, n), the chunk being buffer[:n].
+
+    One buffer is read into again and again (readinto), so a gigabyte costs no allocation
+    and no fresh pages per chunk; the caller must be done with a span before asking for the
+    next one. The same guarantees as iter_chunks: line-aligned, lines cut at MAX_LINE, a
+    plain file read as a snapshot, one clear error for a broken compressed stream.
+    """
+    if limit is None:
+        limit = _snapshot_size(stream)
+    buf = bytearray(size + MAX_LINE + 1)
+    carry = 0  # bytes of an unfinished line at the start of buf
+    skipping = False  # inside the tail of an over-long line
+    left = limit
+    while True:
+        want = size if left is None else min(size, left)
+        if want <= 0:
+            break
+        try:
+            with memoryview(buf) as mv:
+                got = stream.readinto(mv[carry : carry + want])  # type: ignore[attr-defined]
+        except _DECOMPRESS_ERRORS as e:
+            if carry:
+                yield buf, carry
+            if isinstance(stream, (io.BufferedReader, io.FileIO)):
+                raise TriageError(f"{name}: read error ({getattr(e, 'strerror', None) or e})") from None
+            raise TriageError(f"{name}: compressed data is truncated or corrupt ({e}); to analyse the "
+                              f"readable part: gzip -dc {name} | triage analyze -") from None
+        if not got:
+            break
+        if left is not None:
+            left -= got
+        end = carry + got
+        if skipping:
+            nl = buf.find(b"\n", carry, end)
+            if nl < 0:
+                continue  # still inside the over-long line: drop what was read
+            skipping = False
+            rest = end - (nl + 1)
+            buf[carry] = 10  # the cut line ends here
+            buf[carry + 1 : carry + 1 + rest] = buf[nl + 1 : end]
+            end = carry + 1 + rest
+        cut = buf.rfind(b"\n", 0, end)
+        if cut < 0:
+            carry = end
+            if carry > MAX_LINE:
+                carry = MAX_LINE
+                skipping = True
+            continue
+        yield buf, cut + 1
+        tail = end - (cut + 1)
+        buf[:tail] = buf[cut + 1 : end]
+        carry = tail
+    if carry:
+        yield buf, carry
+
+
 def _snapshot_size(stream: BinaryIO) -> int | None:
     """Bytes left in a plain regular file (not a decompressor, pipe or terminal), else None."""
     if type(stream) not in (io.BufferedReader, io.FileIO):

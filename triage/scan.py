@@ -104,27 +104,29 @@ class Prefilter:
             gates.add(min((b[i : i + GATE_LEN] for i in range(len(b) - GATE_MIN + 1)), key=rarity))
         return re.compile(trie_regex(sorted(gates)))
 
-    def hits(self, chunk: bytes) -> list[tuple[int, int]]:
-        """(end offset, word index) of every keyword occurrence, overlapping ones included."""
+    def hits(self, chunk: bytes | bytearray, n: int | None = None) -> list[tuple[int, int]]:
+        """(end offset, word index) of every keyword occurrence in chunk[:n], overlaps included."""
+        n = len(chunk) if n is None else n
         if self._hs is not None:
             out: list[tuple[int, int]] = []
 
             def on_match(wid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
                 out.append((to, wid))
 
-            self._hs.scan(chunk, match_event_handler=on_match)
+            with memoryview(chunk) as mv:
+                self._hs.scan(mv[:n], match_event_handler=on_match)
             return out
         if self._gate_rx is None:
-            self._gate_rx = self._gates(chunk[: 64 * 1024])
+            self._gate_rx = self._gates(bytes(chunk[: min(n, 64 * 1024)]))
         res: list[tuple[int, int]] = []
         seen_line = -1
-        for m in self._gate_rx.finditer(chunk):
+        for m in self._gate_rx.finditer(chunk, 0, n):
             start = chunk.rfind(b"\n", 0, m.start()) + 1
             if start == seen_line:
                 continue
             seen_line = start
-            end = chunk.find(b"\n", m.end())
-            line = chunk[start : end if end >= 0 else len(chunk)]
+            end = chunk.find(b"\n", m.end(), n)
+            line = bytes(chunk[start : end if end >= 0 else n])
             for wid, w in enumerate(self._bwords):
                 i = line.find(w)
                 while i >= 0:
@@ -162,47 +164,37 @@ def _decode(b: bytes) -> str:
     return b[:MAX_LINE].decode("utf-8", "replace")
 
 
-_DIGITS_DESC = [re.compile(rb"#running-req: (\d{%d})\b" % n) for n in (6, 5, 4, 3, 2, 1)]
+def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line: int) -> None:
+    """Fold the load figures of buf[:n] into `summary` with C-level scans (no per-line Python).
+
+    The chunk's last load line says which engine wrote it; only that engine's figures are
+    searched for, so a missing pattern never costs a full pass over the chunk."""
+    lo = _last_load(buf, n)
+    if lo < 0:
+        return  # no load line at all
+    if buf.find(b"Avg prompt throughput", lo, n) >= 0:  # vLLM
+        _peak(summary, buf, n, _RUNNING_VLLM, b"Running: %d reqs", first_line)
+        summary.vllm_hit_rates.extend(float(x) for x in _VLLM_HIT.findall(buf, 0, n)[-1:])
+        return
+    _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
+    pairs = _PREFILL.findall(buf, 0, n)
+    if pairs:
+        new, cached = zip(*pairs, strict=True)
+        summary.new_tokens += sum(map(int, new))
+        summary.cached_tokens += sum(map(int, cached))
+        summary.prefill_lines += len(pairs)
 
 
-def _peak(chunk: bytes) -> int:
-    """Largest `#running-req:` value: try the longest digit runs first, compare as bytes (for
-    digit strings of one length that is numeric order), so no per-value int() is needed."""
-    for rx in _DIGITS_DESC:
-        vals = rx.findall(chunk)
-        if vals:
-            return int(max(vals))
-    return 0
+def _peak(summary: LoadSummary, buf: bytes | bytearray, n: int, rx: re.Pattern[bytes], fmt: bytes,
+          first_line: int) -> None:
+    vals = rx.findall(buf, 0, n)
+    best = max(map(int, vals)) if vals else 0
+    if best > summary.peak_running:
+        summary.peak_running = best
+        summary.peak_line = first_line + buf.count(b"\n", 0, buf.find(fmt % best, 0, n))
 
 
-def _summarise(chunk: bytes, summary: LoadSummary, first_line: int) -> None:
-    """Fold a chunk's load figures into `summary` with C-level scans (no per-line Python)."""
-    if b"#running-req: " in chunk:
-        best = _peak(chunk)
-        if best > summary.peak_running:
-            summary.peak_running = best
-            off = chunk.find(b"#running-req: %d" % best)
-            summary.peak_line = first_line + chunk.count(b"\n", 0, off)
-    if b" reqs, " in chunk:
-        vals = _RUNNING_VLLM.findall(chunk)
-        if vals:
-            best = max(map(int, vals))
-            if best > summary.peak_running:
-                summary.peak_running = best
-                off = chunk.find(b"Running: %d reqs" % best)
-                summary.peak_line = first_line + chunk.count(b"\n", 0, off)
-    if b"#cached-token: " in chunk:
-        pairs = _PREFILL.findall(chunk)
-        if pairs:
-            new, cached = zip(*pairs, strict=True)
-            summary.new_tokens += sum(map(int, new))
-            summary.cached_tokens += sum(map(int, cached))
-            summary.prefill_lines += len(pairs)
-    if b"Prefix cache hit rate" in chunk:
-        summary.vllm_hit_rates.extend(float(x) for x in _VLLM_HIT.findall(chunk)[-1:])
-
-
-def _last_load(chunk: bytes, end: int) -> int:
+def _last_load(chunk: bytes | bytearray, end: int) -> int:
     """Offset of the start of the last load line before `end`, or -1. Looks in a growing
     window before `end` first: load lines are frequent, so the first window nearly always hits."""
     lo = end
@@ -216,54 +208,59 @@ def _last_load(chunk: bytes, end: int) -> int:
     return -1
 
 
-def scan(chunks: Iterator[bytes], prefilter: Prefilter, overflow: Iterator[bytes] | None = None) -> ScanResult:
-    """One pass over `chunks`. `overflow` (bytes after a byte range) only completes windows
-    that the range's last lines opened; it is not scanned itself."""
+def _spans(chunks: Iterable[bytes | tuple[bytearray, int]]) -> Iterator[tuple[bytes | bytearray, int]]:
+    for c in chunks:
+        yield (c, len(c)) if isinstance(c, (bytes, bytearray)) else c
+
+
+def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
+         overflow: Iterable[bytes | tuple[bytearray, int]] | None = None) -> ScanResult:
+    """One pass over `chunks` (bytes, or (buffer, n) spans from read.iter_spans).
+    `overflow` (data after a byte range) only completes windows that the range's last lines
+    opened; it is not scanned itself."""
     res = ScanResult(engine_used=prefilter.engine)
     window_words = [(w.encode(), n) for w, n in anchors.WINDOW.items()]
     line_no = 1  # number of the first line of the current chunk
     pending = 0  # window lines still owed from the previous chunk
     prev_load: tuple[int, str] | None = None
     failure_seen = False
-    for chunk in chunks:
-        res.total_bytes += len(chunk)
+    flags = prefilter.flagged
+    for buf, n in _spans(chunks):
+        res.total_bytes += n
         wanted: dict[int, int] = {}  # line start offset -> window length after it
         flagged_starts: set[int] = set()
-        flags = prefilter.flagged
-        for end, wid in prefilter.hits(chunk):
-            start = chunk.rfind(b"\n", 0, end - 1) + 1
+        for end, wid in prefilter.hits(buf, n):
+            start = buf.rfind(b"\n", 0, end - 1) + 1
             if start not in wanted:
                 wanted[start] = 0
             if flags[wid]:
                 flagged_starts.add(start)
         # lines owed from a window that crossed the border
         if pending:
-            wanted.setdefault(0, 0)
-            wanted[0] = max(wanted[0], pending - 1)
+            wanted[0] = max(wanted.get(0, 0), pending - 1)
             pending = 0
-        starts = sorted(wanted)
         # line numbers: count newlines between consecutive starts
         pos, no = 0, line_no
         chunk_failure_off = -1
-        for start in starts:
-            no += chunk.count(b"\n", pos, start)
+        for start in sorted(wanted):
+            no += buf.count(b"\n", pos, start)
             pos = start
-            eol = chunk.find(b"\n", start)
+            eol = buf.find(b"\n", start, n)
             if eol < 0:
-                eol = len(chunk)
-            raw = chunk[start:eol]
+                eol = n
+            raw = bytes(buf[start:eol])
             extra = wanted[start]
-            for w, n in window_words:
+            for w, k in window_words:
                 if w in raw:
-                    extra = max(extra, n)
+                    extra = max(extra, k)
             if chunk_failure_off < 0 and any(h in raw for h in FAILURE_HINTS):
                 chunk_failure_off = start
                 res.failure_anchors.append(no)
                 # the load figures just before the crash, and the peak up to it
-                lo = _last_load(chunk, start)
+                lo = _last_load(buf, start)
                 if lo >= 0:
-                    le = chunk.find(b"\n", lo)
-                    res.last_load[no] = (line_no + chunk.count(b"\n", 0, lo), _decode(chunk[lo:le]))
+                    le = buf.find(b"\n", lo, n)
+                    res.last_load[no] = (line_no + buf.count(b"\n", 0, lo), _decode(buf[lo:le]))
                 elif prev_load is not None:
                     res.last_load[no] = prev_load
                 if not failure_seen:
@@ -271,43 +268,43 @@ def scan(chunks: Iterator[bytes], prefilter: Prefilter, overflow: Iterator[bytes
                     before = LoadSummary(res.load.peak_running, res.load.peak_line, res.load.new_tokens,
                                          res.load.cached_tokens, res.load.prefill_lines,
                                          list(res.load.vllm_hit_rates))
-                    _summarise(chunk[:start], before, line_no)
+                    _summarise(buf, start, before, line_no)
                     res.load_before_failure = before
             res.lines.setdefault(no, _decode(raw))
             if start in flagged_starts:
                 res.keyword_lines.add(no)
             # pull in the window after this line
             k, p, n_ = 0, eol + 1, no
-            while k < extra and p < len(chunk):
-                e = chunk.find(b"\n", p)
+            while k < extra and p < n:
+                e = buf.find(b"\n", p, n)
                 if e < 0:
-                    e = len(chunk)
+                    e = n
                 n_ += 1
-                res.lines.setdefault(n_, _decode(chunk[p:e]))
+                res.lines.setdefault(n_, _decode(buf[p:e]))
                 p = e + 1
                 k += 1
-            if k < extra and p >= len(chunk):
+            if k < extra and p >= n:
                 pending = max(pending, extra - k)
-        nl = (no - line_no) + chunk.count(b"\n", pos)  # newlines before the last hit + after it
-        _summarise(chunk, res.load, line_no)
-        lo = _last_load(chunk, len(chunk))
+        nl = (no - line_no) + buf.count(b"\n", pos, n)  # newlines before the last hit + after it
+        _summarise(buf, n, res.load, line_no)
+        lo = _last_load(buf, n)
         if lo >= 0:
-            le = chunk.find(b"\n", lo)
-            prev_load = (line_no + chunk.count(b"\n", 0, lo), _decode(chunk[lo : le if le >= 0 else len(chunk)]))
+            le = buf.find(b"\n", lo, n)
+            prev_load = (line_no + buf.count(b"\n", 0, lo), _decode(buf[lo : le if le >= 0 else n]))
         line_no += nl
-        if chunk and not chunk.endswith(b"\n"):
+        if n and buf[n - 1] != 10:
             line_no += 1  # the last line had no newline
         res.total_lines = line_no - 1
     res.final_load = prev_load
     if pending and overflow is not None:
         no = line_no
-        for chunk in overflow:
+        for buf, n in _spans(overflow):
             p = 0
-            while pending and p < len(chunk):
-                e = chunk.find(b"\n", p)
+            while pending and p < n:
+                e = buf.find(b"\n", p, n)
                 if e < 0:
-                    e = len(chunk)
-                res.lines.setdefault(no, _decode(chunk[p:e]))
+                    e = n
+                res.lines.setdefault(no, _decode(buf[p:e]))
                 no, p, pending = no + 1, e + 1, pending - 1
             if not pending:
                 break
@@ -322,20 +319,20 @@ _WORKER_PROGRESS = None  # a shared counter of bytes scanned, for the progress l
 
 
 def _scan_range(args: tuple[str, int, int]) -> ScanResult:
-    from triage.read import iter_chunks
+    from triage.read import iter_chunks, iter_spans
 
     path, start, end = args
     assert _WORKER_PREFILTER is not None
-    def counted(chunks: Iterator[bytes]) -> Iterator[bytes]:
-        for c in chunks:
+    def counted(spans: Iterator[tuple[bytearray, int]]) -> Iterator[tuple[bytearray, int]]:
+        for span in spans:
             if _WORKER_PROGRESS is not None:
                 with _WORKER_PROGRESS.get_lock():
-                    _WORKER_PROGRESS.value += len(c)
-            yield c
+                    _WORKER_PROGRESS.value += span[1]
+            yield span
 
     with open(path, "rb") as fh:
         fh.seek(start)
-        chunks = counted(iter_chunks(fh, name=path, limit=end - start))
+        chunks = counted(iter_spans(fh, name=path, limit=end - start))
         res = scan(chunks, _WORKER_PREFILTER, overflow=iter_chunks(fh, name=path, limit=4 * 1024 * 1024))
     return res
 
