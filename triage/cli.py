@@ -224,9 +224,8 @@ def new(
 ) -> None:
     """Write a catalogue signature skeleton for an unknown failure (fill in its TODOs)."""
     from triage.pipeline import analyze as run
-    from triage.skeleton import first_unknown, skeleton
-
     from triage.redact import redact_report
+    from triage.skeleton import first_unknown, skeleton
 
     # the excerpt becomes a catalogue example, which gets committed and shared: no secrets
     report = redact_report(run(log, _load(catalogue)))
