@@ -39,6 +39,7 @@ def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True) -> Prefilter:
 
 
 def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
+    import io
     import os
 
     from triage.scan import scan_file
@@ -55,9 +56,11 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
 
         plain = fh.__class__.__name__ == "BufferedReader"  # a .gz has no meaningful total
         progress = Progress(file_size(path) if plain else None, "scanning")
-        from triage.read import iter_spans
+        from triage.read import Prefetch, iter_spans
 
-        return scan(progress.wrap(iter_spans(fh, name=path)), pf)
+        compressed = not isinstance(fh, (io.BufferedReader, io.FileIO))
+        src = Prefetch(fh) if compressed else fh
+        return scan(progress.wrap(iter_spans(src, name=path)), pf)
 
 
 def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | None = None) -> Report:

@@ -67,61 +67,10 @@ def open_source(path: str) -> BinaryIO:
 
 def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
                 limit: int | None = None) -> Iterator[bytes]:
-    """Yield chunks that each end with a newline (the last one may not).
-
-    At most `limit` bytes are read when given (a byte range of a file). Without one, a plain
-    regular file is read up to the size it had when reading started: a file that is still
-    being written is analysed as a snapshot and the read always ends. A line longer than
-    MAX_LINE is cut there and the rest of it skipped, so one pathological line costs neither
-    memory nor regex time.
-
-    A truncated or corrupt compressed stream ends the run with one clear error (exit 2)
-    rather than a partial report: the crash is usually at the end, in the part that is lost,
-    and a report of the readable head alone would say "no failure found".
-    """
-    if limit is None:
-        limit = _snapshot_size(stream)
-    carry = b""
-    skipping = False  # inside the tail of an over-long line
-    left = limit
-    while True:
-        want = size if left is None else min(size, left)
-        if want <= 0:
-            break
-        try:
-            block = stream.read(want)
-        except _DECOMPRESS_ERRORS as e:
-            if isinstance(stream, (io.BufferedReader, io.FileIO)):  # not compressed: an I/O error
-                raise TriageError(f"{name}: read error ({getattr(e, 'strerror', None) or e})") from None
-            raise TriageError(f"{name}: compressed data is truncated or corrupt ({e}); to analyse the "
-                              f"readable part: gzip -dc {name} | triage analyze -") from None
-        if not block:
-            break
-        if left is not None:
-            left -= len(block)
-        start = 0
-        if skipping:
-            nl = block.find(b"\n")
-            if nl < 0:
-                continue
-            skipping = False
-            carry += b"\n"
-            start = nl + 1
-        cut = block.rfind(b"\n", start)
-        if cut < 0:
-            carry += block[start:]
-            if len(carry) > MAX_LINE:
-                carry = carry[:MAX_LINE]
-                skipping = True
-            continue
-        if not carry and start == 0 and cut == len(block) - 1:
-            yield block  # the common case for big reads: no copy at all
-            continue
-        # one copy: the carried head of a line plus the block up to its last newline
-        yield b"".join((carry, memoryview(block)[start : cut + 1]))
-        carry = block[cut + 1 :]
-    if carry:
-        yield carry
+    """Chunks (bytes) that each end with a newline (the last one may not): iter_spans, copied
+    out for callers that keep them. The hot path uses iter_spans directly."""
+    for buf, n in iter_spans(stream, size, name, limit):
+        yield bytes(buf[:n])
 
 
 Span = tuple[bytearray, int]
@@ -133,8 +82,17 @@ def iter_spans(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
 
     One buffer is read into again and again (readinto), so a gigabyte costs no allocation
     and no fresh pages per chunk; the caller must be done with a span before asking for the
-    next one. The same guarantees as iter_chunks: line-aligned, lines cut at MAX_LINE, a
-    plain file read as a snapshot, one clear error for a broken compressed stream.
+    next one.
+
+    At most `limit` bytes are read when given (a byte range of a file). Without one, a plain
+    regular file is read up to the size it had when reading started: a file that is still
+    being written is analysed as a snapshot and the read always ends. A line longer than
+    MAX_LINE is cut there and the rest of it skipped, so one pathological line costs neither
+    memory nor regex time.
+
+    A truncated or corrupt compressed stream ends the run with one clear error (exit 2)
+    rather than a partial report: the crash is usually at the end, in the part that is lost,
+    and a report of the readable head alone would say "no failure found".
     """
     if limit is None:
         limit = _snapshot_size(stream)
@@ -150,8 +108,6 @@ def iter_spans(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
             with memoryview(buf) as mv:
                 got = stream.readinto(mv[carry : carry + want])  # type: ignore[attr-defined]
         except _DECOMPRESS_ERRORS as e:
-            if carry:
-                yield buf, carry
             if isinstance(stream, (io.BufferedReader, io.FileIO)):
                 raise TriageError(f"{name}: read error ({getattr(e, 'strerror', None) or e})") from None
             raise TriageError(f"{name}: compressed data is truncated or corrupt ({e}); to analyse the "
@@ -216,3 +172,62 @@ def read_text(path: str) -> str:
 
 def bytes_source(data: bytes) -> BinaryIO:
     return io.BytesIO(data)
+
+
+class Prefetch(io.RawIOBase):
+    """Reads a slow stream (a decompressor) in a background thread, a few blocks ahead.
+
+    Decompression releases the GIL, so inflating the next block overlaps with scanning the
+    current one, as `zcat | rg` overlaps two processes. Errors of the reader thread are
+    raised to the consumer at the point where the data would have been.
+    """
+
+    def __init__(self, stream: BinaryIO, block: int = CHUNK_SIZE, depth: int = 3) -> None:
+        import queue
+        import threading
+
+        self._q: queue.Queue[bytes | BaseException | None] = queue.Queue(depth)
+        self._pending = memoryview(b"")
+        self._done = False
+        self._stream = stream
+
+        def pump() -> None:
+            try:
+                while True:
+                    data = stream.read(block)
+                    if not data:
+                        break
+                    self._q.put(data)
+                self._q.put(None)
+            except BaseException as e:  # noqa: BLE001 - handed to the consumer, not lost
+                self._q.put(e)
+
+        self._thread = threading.Thread(target=pump, name="triage-prefetch", daemon=True)
+        self._thread.start()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        n, want = 0, len(b)
+        while n < want:
+            if not self._pending:
+                if self._done:
+                    break
+                item = self._q.get()
+                if item is None:
+                    self._done = True
+                    break
+                if isinstance(item, BaseException):
+                    self._done = True
+                    raise item
+                self._pending = memoryview(item)
+            k = min(want - n, len(self._pending))
+            b[n : n + k] = self._pending[:k]
+            self._pending = self._pending[k:]
+            n += k
+        return n
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()

@@ -101,10 +101,7 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
                 prev.raw.append(Evidence(line=hit.line.no, text=hit.line.text))
                 _add_rank(prev, hit.line.rank)
                 continue
-            f = Failure(kind=hit.marker.kind, exception=hit.exception, message=hit.message,
-                        line=hit.line.no, exception_line=hit.line.no, end_line=hit.line.no, first_rank=hit.line.rank,
-                        fingerprint=fingerprint(hit.exception, hit.message, []),
-                        raw=[Evidence(line=hit.line.no, text=hit.line.text)], source=source)
+            f = _from_marker(hit, source)
             marker_fail[key] = f
             failures.append(f)
         else:
@@ -127,10 +124,7 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
         key = (hit.marker.kind, hit.exception, mask(hit.message))
         f = marker_fail.get(key)
         if f is None:
-            f = Failure(kind=hit.marker.kind, exception=hit.exception, message=hit.message,
-                        line=hit.line.no, exception_line=hit.line.no, end_line=hit.line.no, first_rank=hit.line.rank,
-                        fingerprint=fingerprint(hit.exception, hit.message, []),
-                        raw=[Evidence(line=hit.line.no, text=hit.line.text)], source=source)
+            f = _from_marker(hit, source)
             marker_fail[key] = f
             failures.append(f)
             failures.sort(key=lambda f: f.line)
@@ -142,6 +136,14 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
             f.ranks.insert(0, f.first_rank)
         f.ranks.sort(key=_rank_key)
     return failures
+
+
+def _from_marker(hit: MarkerHit, source: str | None) -> Failure:
+    no = hit.line.no
+    return Failure(kind=hit.marker.kind, exception=hit.exception, message=hit.message, line=no,
+                   exception_line=no, end_line=no, first_rank=hit.line.rank,
+                   fingerprint=fingerprint(hit.exception, hit.message, []),
+                   raw=[Evidence(line=no, text=hit.line.text)], source=source)
 
 
 def _recent_cxx(failures: list[Failure], hit: MarkerHit) -> Failure | None:
