@@ -10,6 +10,7 @@ engine source file and line that emits it, so a report can cite where a hint cam
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -33,9 +34,9 @@ def main() -> int:
                     continue
                 out.append({"engine": engine, "text": item, "source": f"{m['file']}:{m['line']}",
                             "version": str(data[engine]["version"])})
-    dest = Path(__file__).resolve().parents[1] / "triage" / "catalogue" / "data" / "hints.yaml"
-    dest.write_text("# Generated from hint-messages.yaml by scripts/import_hints.py; facts, do not edit by hand.\n"
-                    + yaml.safe_dump({"items": out}, sort_keys=False, width=200))
+    dest = Path(__file__).resolve().parents[1] / "triage" / "catalogue" / "data" / "hints.json"
+    note = "Generated from hint-messages.yaml by scripts/import_hints.py; facts, do not edit by hand."
+    dest.write_text(json.dumps({"_comment": note, "items": out}, indent=1) + "\n")
     print(f"{len(out)} hint items")
     return 0
 

@@ -72,8 +72,6 @@ def analyze(
     """Analyse server logs: what failed, why, what to do now, and the evidence."""
     from triage.pipeline import Options
     from triage.pipeline import analyze as run
-    from triage.report.json_out import render_json
-    from triage.report.markdown import render_markdown
 
     cat = _load(catalogue)
     opts = Options(version=version, command=command, prefer_hyperscan=not no_hyperscan, workers=jobs)
@@ -94,6 +92,11 @@ def analyze(
         from triage.redact import redact_report
 
         reports = [redact_report(r, ips=redact_ips) for r in reports]
+    # only the renderer asked for is imported (jinja2 is not needed for JSON)
+    if format == Format.json:
+        from triage.report.json_out import render_json
+    else:
+        from triage.report.markdown import render_markdown
     if len(paths) == 1:
         text = render_json(reports[0]) if format == Format.json else render_markdown(reports[0])
     else:

@@ -12,7 +12,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import regex
-import yaml
 
 from triage.catalogue.flags import FlagIndex, flag_index
 from triage.models import Failure, Workaround
@@ -24,7 +23,7 @@ SUGGESTS = regex.compile(
 LIST_ITEM = regex.compile(r"^\s*\d+\.\s+")
 REMOVE = regex.compile(r"(?i)(?:not using|remove|without|drop)\s+`?(--[a-z][a-z0-9-]+)")
 SET_VALUE = regex.compile(r"(?i)set\s+`?(--[a-z][a-z0-9-]+)`?\s+to\s+a\s+(?:smaller|larger|lower|higher)\s+value\s*\(e\.g\.,?\s*([\d.]+)")
-DATA = Path(__file__).resolve().parent / "catalogue" / "data" / "hints.yaml"
+DATA = Path(__file__).resolve().parent / "catalogue" / "data" / "hints.json"
 
 
 def _norm(text: str) -> str:
@@ -35,9 +34,11 @@ def _norm(text: str) -> str:
 @lru_cache(maxsize=1)
 def _known() -> list[tuple[regex.Pattern[str], str, str]]:
     """(matcher, engine, source) for every hint item the engines are known to print."""
+    import json
+
     try:
-        items = yaml.load(DATA.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["items"]
-    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        items = json.loads(DATA.read_text(encoding="utf-8"))["items"]
+    except (OSError, KeyError, TypeError, ValueError):
         return []
     out = []
     for it in items:

@@ -118,8 +118,13 @@ class FlagIndex:
 
 @cache
 def flag_index(engine: str) -> FlagIndex | None:
-    path = DATA / f"{engine}.yaml"
-    if not path.exists():
+    js, ym = DATA / f"{engine}.json", DATA / f"{engine}.yaml"
+    if js.exists():  # generated lists (large) are JSON for speed; hand-written ones YAML
+        import json
+
+        doc = json.loads(js.read_text(encoding="utf-8"))
+    elif ym.exists():
+        doc = yaml.load(ym.read_text(encoding="utf-8"), Loader=_Loader) or {}
+    else:
         return None
-    doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
     return FlagIndex(engine, doc.get("flags") or [], doc.get("version"))
