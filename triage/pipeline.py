@@ -112,6 +112,9 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     report.findings = match(cat, ctx)
     report.notes.extend(ctx.notes)
     _failures_from_findings(report)
+    # findings that only now belong to a failure take their place in the order
+    report.findings.sort(key=lambda f: (f.failure is not None, f.unlikely is None, not f.generic, f.confidence),
+                         reverse=True)
     recommend(report, cat, load)
     return report
 

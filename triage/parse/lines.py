@@ -124,7 +124,7 @@ def parse_line(no: int, raw: str) -> LogLine:
             ranks = (m["ranks"] or "").strip()
             if ranks:
                 rank = " ".join(ranks.split())
-                stream = rank
+                stream = stream or rank  # a Ray/worker prefix already names the writer
             rest = rest[m.end() :]
             prefixed = True
         else:
