@@ -250,20 +250,43 @@ def new(
     _write(skeleton(report, index), output, [log])
 
 
+def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+    """(Exit, Abort, usage error) classes: typer raises its own or click's, by version
+    (newer typer vendors click as typer._click and no longer installs click)."""
+    exits: list[type] = [typer.Exit]
+    aborts: list[type] = [typer.Abort]
+    usage: list[type] = [typer.TyperException]
+    for mod in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            import importlib
+
+            m = importlib.import_module(mod)
+        except ImportError:
+            continue
+        for found, name in ((exits, "Exit"), (aborts, "Abort"), (usage, "ClickException")):
+            cls = getattr(m, name, None)
+            if isinstance(cls, type):
+                found.append(cls)
+    return tuple(exits), tuple(aborts), tuple(usage)
+
+
 def main() -> None:
     """Entry point: one clear line on stderr for any error, never a traceback."""
-    import click
-
+    exits, aborts, usage = _click_exceptions()
     try:
         rv = app(standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
-    except click.exceptions.Exit as e:
+    except exits as e:
         code = e.exit_code
-    except click.exceptions.Abort:
+    except aborts:
         sys.stderr.write("triage: aborted\n")
         code = 130
-    except click.ClickException as e:
-        sys.stderr.write(f"triage: error: {e.format_message()} (see triage --help)\n")
+    except usage as e:
+        msg = e.format_message() if hasattr(e, "format_message") else str(e)
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `triage`: the help, not an error line
+            sys.stderr.write(msg.rstrip() + "\n")
+        else:
+            sys.stderr.write(f"triage: error: {msg} (see triage --help)\n")
         code = EXIT_USAGE
     except TriageError as e:
         sys.stderr.write(f"triage: error: {e}\n")
