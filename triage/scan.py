@@ -52,6 +52,15 @@ class ScanResult:
     failure_anchors: list[int] = field(default_factory=list)  # first failure-looking line per chunk
 
 
+_SAID: set[str] = set()
+
+
+def _say_once(msg: str) -> None:
+    if msg not in _SAID:
+        _SAID.add(msg)
+        print(f"triage: {msg}", file=sys.stderr)
+
+
 class Prefilter:
     """Finds byte offsets of literal keywords in a chunk, and which keyword each is.
 
@@ -77,9 +86,9 @@ class Prefilter:
                 self._hs = db
                 self.engine = "hyperscan"
             except ImportError:
-                pass
+                _say_once("Hyperscan is not installed; using the portable scanner (about 5x slower on big logs)")
             except Exception as e:  # a pattern Hyperscan rejects: fall back, say so once
-                print(f"triage: hyperscan unavailable ({e}); using the slower scanner", file=sys.stderr)
+                _say_once(f"Hyperscan could not compile the keywords ({e}); using the portable scanner")
         self._bwords = [w.encode() for w in self.words]
         self._gate_rx: re.Pattern[bytes] | None = None
 
