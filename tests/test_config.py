@@ -76,3 +76,15 @@ def test_environment_table_fields():
 def test_version_from_install_path():
     c = cfg_of('  File "/opt/conda/envs/sglang-0.4.7/lib/python3.10/site-packages/sglang/srt/x.py", line 1, in f')
     assert c.version == "0.4.7"
+
+
+def test_gpu_model_memory_and_count():
+    lines = [
+        "[2025-06-24 22:26:45] server_args=ServerArgs(model_path='m', tp_size=4, dp_size=2)",
+        "[2025-06-24 22:27:01 TP0] Using default MoE kernel config. Performance might be sub-optimal! Config file not "
+        "found at /sgl/configs/E=257,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8.json",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 3 has a total capacity of 139.81 GiB",
+    ]
+    parsed = [parse_line(i + 1, t) for i, t in enumerate(lines)]
+    env = build_environment(parsed, extract(parsed))
+    assert (env.gpu, env.gpu_memory_gib, env.gpu_count) == ("NVIDIA H200", 139.81, 8)

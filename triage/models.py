@@ -139,6 +139,9 @@ class Environment(BaseModel):
     attention_backend: str | None = None
     kv_cache_dtype: str | None = None
     quantization: str | None = None
+    gpu: str | None = None  # the GPU model, when a line names it
+    gpu_memory_gib: float | None = None
+    gpu_count: int | None = None  # from the parallel sizes, or the highest GPU index seen
     cuda_graph: str | None = None
     prefix_cache: str | None = None
     config_line: int | None = None

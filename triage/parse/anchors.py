@@ -72,6 +72,10 @@ LINE = [
     "sglang serve",
     "vllm serve",
     "vllm.entrypoints.openai.api_server",
+    # the GPUs, where the log names them
+    "device_name=",
+    "total capacity of",
+    "compute capability",
     # timeline milestones
     "Load weight end",
     "Loading weights took",

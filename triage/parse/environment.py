@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import regex
+
 from triage.models import Environment
 from triage.parse.config import Config
 from triage.parse.lines import LogLine
@@ -54,6 +56,38 @@ def guess_engine(lines: list[LogLine], cfg: Config) -> str | None:
     return votes.most_common(1)[0][0] if votes else None
 
 
+_GPU_NAME = [
+    regex.compile(r"device_name=(NVIDIA_[\w-]+?|AMD_[\w-]+?)(?:\.json|,|\s|$)"),
+    regex.compile(r"Your ((?:NVIDIA |Tesla |GeForce |Quadro )?[\w -]{2,30}?) GPU has compute capability"),
+    regex.compile(r"GPU \d+: ((?:NVIDIA|Tesla|AMD) [\w -]+?)(?: \(UUID|$)"),
+]
+_GPU_MEM = regex.compile(r"GPU (\d+) has a total capacity of ([\d.]+) GiB")
+
+
+def _gpu(lines: list[LogLine], env: Environment) -> None:
+    top_index = -1
+    for ln in lines:
+        t = ln.message
+        if env.gpu is None:
+            for rx in _GPU_NAME:
+                m = rx.search(t)
+                if m:
+                    env.gpu = m.group(1).replace("_", " ").strip()
+                    break
+        m = _GPU_MEM.search(t)
+        if m:
+            top_index = max(top_index, int(m.group(1)))
+            env.gpu_memory_gib = env.gpu_memory_gib or float(m.group(2))
+    sizes = [x for x in (env.tp_size, env.dp_size if env.dp_size and env.dp_size > 1 else None, env.pp_size) if x]
+    if sizes:
+        count = 1
+        for x in sizes:
+            count *= x
+        env.gpu_count = count
+    if env.gpu_count is None and top_index >= 0:
+        env.gpu_count = top_index + 1  # at least that many; the parallel sizes say more when printed
+
+
 def build_environment(lines: list[LogLine], cfg: Config, version_override: str | None = None) -> Environment:
     s = cfg.settings
     env = Environment(engine=guess_engine(lines, cfg), version=version_override or cfg.version,
@@ -68,6 +102,7 @@ def build_environment(lines: list[LogLine], cfg: Config, version_override: str |
     for k in ("attention_backend", "kv_cache_dtype", "quantization"):
         v = _first(s, _KEYS[k])
         setattr(env, k, str(v) if v is not None else None)
+    _gpu(lines, env)
     if env.engine == "sglang" and s:
         if s.get("disable_cuda_graph") in (True, "True") or s.get("cuda_graph_backend_decode") == "disabled":
             env.cuda_graph = "disabled"

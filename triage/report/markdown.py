@@ -172,7 +172,8 @@ def _env() -> jinja2.Environment:
     return env
 
 
-_ENV_ROWS = [("version", "version"), ("model", "model"), ("TP size", "tp_size"), ("DP size", "dp_size"),
+_ENV_ROWS = [("version", "version"), ("model", "model"), ("GPU", "gpu"), ("GPU memory (GiB)", "gpu_memory_gib"),
+             ("GPUs", "gpu_count"), ("TP size", "tp_size"), ("DP size", "dp_size"),
              ("PP size", "pp_size"), ("attention backend", "attention_backend"),
              ("KV-cache dtype", "kv_cache_dtype"), ("quantization", "quantization"),
              ("CUDA graphs", "cuda_graph"), ("prefix cache", "prefix_cache"), ("config printed at line", "config_line")]
