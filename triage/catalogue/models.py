@@ -12,6 +12,11 @@ WORKAROUND_ENGINES = (*ENGINES, "docker")
 ID_RX = r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$"
 
 
+def _env_strings(v: Any) -> Any:
+    """`env:` values are strings in the environment; YAML may read `1` or `true`."""
+    return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else v
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
@@ -65,12 +70,7 @@ class WorkaroundSpec(Strict):
     value: ValueRule | None = None
     conflicts: list[str] = Field(default_factory=list)
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, v: Any) -> Any:
-        if isinstance(v, dict):
-            return {str(k): str(x) for k, x in v.items()}
-        return v
+    _env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env_strings(v)))
 
     @model_validator(mode="after")
     def _does_something(self) -> WorkaroundSpec:
@@ -83,12 +83,7 @@ class DebugSpec(Strict):
     env: dict[str, str] = Field(default_factory=dict)
     note: str | None = None
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, v: Any) -> Any:
-        if isinstance(v, dict):
-            return {str(k): str(x) for k, x in v.items()}
-        return v
+    _env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env_strings(v)))
 
 
 class Examples(Strict):

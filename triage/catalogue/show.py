@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from triage.catalogue.load import Catalogue
+from triage.catalogue.models import WorkaroundSpec
 from triage.errors import TriageError
 from triage.report.markdown import inline
 
@@ -63,16 +64,8 @@ def show_markdown(cat: Catalogue, ident: str) -> str:
         if w is None:
             out.append(f"{i}. `{wid}` (missing from the catalogue)")
             continue
-        change = []
-        if w.flags.add:
-            change.append("add " + ", ".join(f"`{f}`" for f in w.flags.add))
-        if w.flags.remove:
-            change.append("remove " + ", ".join(f"`{f}`" for f in w.flags.remove))
-        if w.env:
-            change.append("set " + ", ".join(f"`{k}={v}`" for k, v in w.env.items()))
-        if w.action:
-            change.append(inline(w.action))
-        out.append(f"{i}. **{inline(w.title)}** (`{w.id}`, {w.engine}): {'; '.join(change)}.")
+        change = "; ".join(f"{verb.lower()} {what}" for verb, what in _changes(w))
+        out.append(f"{i}. **{inline(w.title)}** (`{w.id}`, {w.engine}): {change}.")
         out.append(f"   Cost: {' '.join(w.cost.split())}")
     out.append("")
     if sp.debug:
@@ -96,17 +89,24 @@ def show_markdown(cat: Catalogue, ident: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _changes(w: WorkaroundSpec) -> list[tuple[str, str]]:
+    """(verb, what) for each kind of change a workaround makes."""
+    out = []
+    if w.flags.add:
+        out.append(("Add", ", ".join(f"`{f}`" for f in w.flags.add)))
+    if w.flags.remove:
+        out.append(("Remove", ", ".join(f"`{f}`" for f in w.flags.remove)))
+    if w.env:
+        out.append(("Set", ", ".join(f"`{k}={v}`" for k, v in w.env.items())))
+    if w.action:
+        out.append(("Action", inline(w.action)))
+    return out
+
+
 def _show_workaround(cat: Catalogue, wid: str) -> str:
     w = cat.workarounds[wid]
     users = sorted(s.spec.id for s in cat.signatures.values() if wid in s.spec.workarounds)
     out = [f"# {inline(w.title)}", "", f"`{w.id}` · {w.engine}", ""]
-    if w.flags.add:
-        out.append("Add: " + ", ".join(f"`{f}`" for f in w.flags.add))
-    if w.flags.remove:
-        out.append("Remove: " + ", ".join(f"`{f}`" for f in w.flags.remove))
-    if w.env:
-        out.append("Set: " + ", ".join(f"`{k}={v}`" for k, v in w.env.items()))
-    if w.action:
-        out.append("Action: " + inline(w.action))
+    out += [f"{verb}: {what}" for verb, what in _changes(w)]
     out += ["", "Cost: " + " ".join(w.cost.split()), "", "Used by: " + (", ".join(f"`{u}`" for u in users) or "nothing")]
     return "\n".join(out) + "\n"
