@@ -155,3 +155,26 @@ def test_baseline_flags_a_slower_start_and_novel_lines(tmp_path):
     assert b["slower"] and b["ready_seconds"] > b["baseline_ready_seconds"]
     assert any(ph["slower"] for ph in b["phases"])
     assert any("retracted" in n["template"] for n in b["novel"])
+
+
+def test_vllm_already_applied_enforce_eager_moves_to_the_next_workaround(tmp_path):
+    p = tmp_path / "vllm.log"
+    p.write_text("\n".join([
+        "INFO 05-12 10:11:05 [api_server.py:1043] vLLM API server version 0.8.5",
+        "INFO 05-12 10:11:05 [cli_args.py:325] non-default args: {'model_tag': 'Qwen/Qwen2-72B-Instruct', "
+        "'tensor_parallel_size': 2, 'enforce_eager': True, 'gpu_memory_utilization': 0.95, 'max_num_seqs': 256}",
+        "ERROR 05-12 10:12:44 [core.py:515] EngineCore failed to start.",
+        "ERROR 05-12 10:12:44 [core.py:515] Traceback (most recent call last):",
+        'ERROR 05-12 10:12:44 [core.py:515]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 1890, in capture_model',
+        "ERROR 05-12 10:12:44 [core.py:515]     self._dummy_run(num_tokens)",
+        "ERROR 05-12 10:12:44 [core.py:515] RuntimeError: CUDA error: out of memory",
+    ]) + "\n")
+    _, d = analyze_json(p)
+    top = d["findings"][0]
+    assert top["signature"] == "vllm-cuda-graph-capture-oom"
+    eager = next(w for w in top["workarounds"] if "--enforce-eager" in w["flags"])
+    assert eager["status"] == "already-applied"
+    first = next(w for w in top["workarounds"] if w["status"] == "recommended")
+    assert "--enforce-eager" not in first["flags"]
+    assert "--max-num-seqs 128" in first["flags"] or "--gpu-memory-utilization 0.9" in first["flags"]
+    assert "--enforce-eager" not in (d["patched_command"] or "").split()[4:] or d["patched_command"].count("--enforce-eager") == 1

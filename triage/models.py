@@ -93,6 +93,7 @@ class Finding(BaseModel):
     why: list[str] = Field(default_factory=list)
     unlikely: str | None = None
     generic: bool = False  # a wrapper many causes share: the failure is still effectively unknown
+    source: str | None = None  # the log it was found in (several logs: `failure` indexes that log's list)
 
 
 class LoadFigures(BaseModel):

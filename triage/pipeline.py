@@ -115,6 +115,8 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     # findings that only now belong to a failure take their place in the order
     report.findings.sort(key=lambda f: (f.failure is not None, f.unlikely is None, not f.generic, f.confidence),
                          reverse=True)
+    for x in report.findings:
+        x.source = name
     recommend(report, cat, load)
     return report
 
