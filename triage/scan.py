@@ -299,7 +299,8 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
         lo = _last_load(buf, n)
         if lo >= 0:
             le = buf.find(b"\n", lo, n)
-            prev_load = (line_no + buf.count(b"\n", 0, lo), _decode(buf[lo : le if le >= 0 else n]))
+            # counted back from the chunk's end: the last load line is near it
+            prev_load = (line_no + nl - buf.count(b"\n", lo, n), _decode(buf[lo : le if le >= 0 else n]))
         line_no += nl
         if n and buf[n - 1] != 10:
             line_no += 1  # the last line had no newline
