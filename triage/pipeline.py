@@ -25,16 +25,21 @@ class Options:
     keep_generic: bool = False  # keep generic findings that a specific one already explains
 
 
-_PREFILTERS: dict[tuple[int, bool], Prefilter] = {}
+_PREFILTERS: dict[tuple[frozenset[str], bool], Prefilter] = {}
 
 
 def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True) -> Prefilter:
+    """The compiled prefilter for a catalogue's keywords (compiled once per process).
+
+    Keyed by the keywords themselves, not the catalogue object: an id() can be reused by a
+    later, different catalogue once the first is gone."""
     from triage.parse import anchors
 
-    key = (id(cat), prefer_hyperscan)
+    keywords = frozenset(cat.keywords())
+    key = (keywords, prefer_hyperscan)
     if key not in _PREFILTERS:
-        words = set(cat.keywords()) | set(anchors.WINDOW) | set(anchors.LINE)
-        _PREFILTERS[key] = Prefilter(words, prefer_hyperscan=prefer_hyperscan, flagged=cat.keywords())
+        words = set(keywords) | set(anchors.WINDOW) | set(anchors.LINE)
+        _PREFILTERS[key] = Prefilter(words, prefer_hyperscan=prefer_hyperscan, flagged=keywords)
     return _PREFILTERS[key]
 
 

@@ -38,6 +38,9 @@ SECRETS: list[tuple[str, regex.Pattern[str]]] = [
         r"[^\s'\",}]{4,}")),
     ("x-api-key header", regex.compile(r"(?i)(?P<keep>\bx-(?:api-key|auth-token)['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]{4,}")),
     ("bearer token", regex.compile(r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/=-]{16,}")),
+    # basic-auth credentials even without their header name (a parser may have split
+    # "Authorization: Basic ..." into an exception name and a message)
+    ("basic credentials", regex.compile(r"(?P<keep>\bBasic\s+)(?=[A-Za-z0-9+/]{0,200}[0-9+/=])[A-Za-z0-9+/]{12,200}={0,2}")),
     ("password in URL", regex.compile(r"(?P<keep>\b[a-z][a-z0-9+.-]{0,30}://[^\s:/@'\"]{0,256}:)[^\s@/'\"]{1,256}(?=@)")),
     ("secret in query string", regex.compile(
         r"(?i)(?P<keep>[?&;](?:[A-Za-z0-9]+[_.-]){0,8}(?:token|api[_-]?key|apikey|key|auth|sig|signature|password|passwd|secret"
