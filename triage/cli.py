@@ -29,6 +29,15 @@ class Format(str, Enum):
     json = "json"
 
 
+# options shared by analyze, watch and run
+TimeoutOpt = Annotated[Optional[float], typer.Option(  # noqa: UP045
+    "--timeout", "-t", help="Give up after this many seconds: exit 3 with the phase it was stuck in.")]
+GraceOpt = Annotated[float, typer.Option(
+    "--grace", help="Seconds without a new line after which a failure's lines are taken as complete.")]
+EventFormatOpt = Annotated[Format, typer.Option("--format", "-f", help="md (default) or json (one event a line).")]
+NoRedactOpt = Annotated[bool, typer.Option("--no-redact", help="Keep tokens, keys and passwords in the report.")]
+RedactIpsOpt = Annotated[bool, typer.Option("--redact-ips", help="Also mask IP addresses.")]
+
 CatalogueOpt = Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045 - typer needs Optional
     "--catalogue", "-c", help="Extra catalogue directory (signatures/ and workarounds/ inside, or entries directly). Repeatable.")]
 
@@ -65,8 +74,8 @@ def analyze(
     command: Annotated[Optional[str], typer.Option("--command", help="The server's launch command, to patch.")] = None,  # noqa: UP045
     no_hyperscan: Annotated[bool, typer.Option("--no-hyperscan", help="Use the portable scanner (for comparison).")] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Processes to use (0: one per core).")] = 0,
-    no_redact: Annotated[bool, typer.Option("--no-redact", help="Keep tokens, keys and passwords in the report.")] = False,
-    redact_ips: Annotated[bool, typer.Option("--redact-ips", help="Also mask IP addresses.")] = False,
+    no_redact: NoRedactOpt = False,
+    redact_ips: RedactIpsOpt = False,
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="A healthy (or earlier) log of the same server: compare startup times and list its new warning and error lines.")] = None,  # noqa: UP045
 ) -> None:
     """Analyse server logs: what failed, why, what to do now, and the evidence."""
@@ -182,13 +191,13 @@ def catalogue_check(
 @app.command()
 def watch(
     log: Annotated[str, typer.Argument(help="The server's log file; it may not exist yet, and may be truncated or rotated.")],
-    timeout: Annotated[Optional[float], typer.Option("--timeout", "-t", help="Give up after this many seconds: exit 3 with the phase it was stuck in.")] = None,  # noqa: UP045
+    timeout: TimeoutOpt = None,
     until: Annotated[str, typer.Option("--until", metavar="ready|exit", help="ready: stop when the server is ready (exit 0); exit: keep watching it serve until a failure or the timeout.")] = "ready",
-    format: Annotated[Format, typer.Option("--format", "-f", help="md (default) or json (one event a line).")] = Format.md,
-    grace: Annotated[float, typer.Option("--grace", help="Seconds without a new line after which a failure's lines are taken as complete.")] = 2.0,
+    format: EventFormatOpt = Format.md,
+    grace: GraceOpt = 2.0,
     catalogue: CatalogueOpt = None,
-    no_redact: Annotated[bool, typer.Option("--no-redact", help="Keep tokens, keys and passwords in the report.")] = False,
-    redact_ips: Annotated[bool, typer.Option("--redact-ips", help="Also mask IP addresses.")] = False,
+    no_redact: NoRedactOpt = False,
+    redact_ips: RedactIpsOpt = False,
 ) -> None:
     """Follow a server log as it is written: phase on stderr; ready (0), failure report (1), timeout (3)."""
     from triage.watch import WatchOptions, watch_file
@@ -202,12 +211,12 @@ def watch(
 def run(
     command: Annotated[list[str], typer.Argument(metavar="COMMAND", help="The server's launch command.")],
     log: Annotated[Optional[str], typer.Option("--log", "-l", help="Log file to write (default: triage-run-<timestamp>.log here).")] = None,  # noqa: UP045
-    timeout: Annotated[Optional[float], typer.Option("--timeout", "-t", help="Give up after this many seconds: exit 3 with the phase it was stuck in.")] = None,  # noqa: UP045
-    format: Annotated[Format, typer.Option("--format", "-f", help="md (default) or json (one event a line).")] = Format.md,
-    grace: Annotated[float, typer.Option("--grace", help="Seconds without a new line after which a failure's lines are taken as complete.")] = 2.0,
+    timeout: TimeoutOpt = None,
+    format: EventFormatOpt = Format.md,
+    grace: GraceOpt = 2.0,
     catalogue: CatalogueOpt = None,
-    no_redact: Annotated[bool, typer.Option("--no-redact", help="Keep tokens, keys and passwords in the report.")] = False,
-    redact_ips: Annotated[bool, typer.Option("--redact-ips", help="Also mask IP addresses.")] = False,
+    no_redact: NoRedactOpt = False,
+    redact_ips: RedactIpsOpt = False,
 ) -> None:
     """Start a server, tee its output to the terminal and a log, and watch it; exit with its status."""
     from triage.run import run_command

@@ -173,18 +173,20 @@ def _decode(b: bytes) -> str:
     return b[:MAX_LINE].decode("utf-8", "replace")
 
 
-def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line: int) -> None:
-    """Fold the load figures of buf[:n] into `summary` with C-level scans (no per-line Python).
+def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line: int, lo: int | None = None) -> int:
+    """Fold the load figures of buf[:n] into `summary` with C-level scans (no per-line Python);
+    returns the offset of the last load line (-1: none), which the caller may pass in if known.
 
     The chunk's last load line says which engine wrote it; only that engine's figures are
     searched for, so a missing pattern never costs a full pass over the chunk."""
-    lo = _last_load(buf, n)
+    if lo is None:
+        lo = _last_load(buf, n)
     if lo < 0:
-        return  # no load line at all
+        return lo  # no load line at all
     if buf.find(b"Avg prompt throughput", lo, n) >= 0:  # vLLM
         _peak(summary, buf, n, _RUNNING_VLLM, b"Running: %d reqs", first_line)
         summary.vllm_hit_rates.extend(float(x) for x in _VLLM_HIT.findall(buf, 0, n)[-1:])
-        return
+        return lo
     _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
     pairs = _PREFILL.findall(buf, 0, n)
     if pairs:
@@ -192,6 +194,7 @@ def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line:
         summary.new_tokens += sum(map(int, new))
         summary.cached_tokens += sum(map(int, cached))
         summary.prefill_lines += len(pairs)
+    return lo
 
 
 def _peak(summary: LoadSummary, buf: bytes | bytearray, n: int, rx: re.Pattern[bytes], fmt: bytes,
@@ -295,8 +298,7 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
             if k < extra and p >= n:
                 pending = max(pending, extra - k)
         nl = (no - line_no) + buf.count(b"\n", pos, n)  # newlines before the last hit + after it
-        _summarise(buf, n, res.load, line_no)
-        lo = _last_load(buf, n)
+        lo = _summarise(buf, n, res.load, line_no)
         if lo >= 0:
             le = buf.find(b"\n", lo, n)
             # counted back from the chunk's end: the last load line is near it

@@ -156,16 +156,10 @@ class _Assembler:
             cur.lines.append(ln)
             self.last = cur
             return
-        if ln.prefixed and ln.stream and ln.stream in self.open:
-            s = self.open[ln.stream]
-            if _is_tb_text(msg) and self._advance_state(s, msg):
-                s.lines.append(ln)
-                self.last = s
-            elif s.state == "exc":
-                self._close(s)
-            return
-        if ln.prefixed and ln.dialect == "vllm" and "vllm" in self.open and ln.stream is None:
-            s = self.open["vllm"]
+        # a writer that repeats its prefix on every line: its key says whose line it is
+        key = ln.stream if ln.stream else ("vllm" if ln.dialect == "vllm" else None)
+        if ln.prefixed and key is not None and key in self.open:
+            s = self.open[key]
             if _is_tb_text(msg) and self._advance_state(s, msg):
                 s.lines.append(ln)
                 self.last = s
