@@ -7,7 +7,7 @@ from typing import Any, Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ENGINES = ("sglang", "vllm", "trtllm", "tgi", "triton", "any")
+ENGINES = ("sglang", "vllm", "trtllm", "tgi", "triton", "lmdeploy", "any")
 WORKAROUND_ENGINES = (*ENGINES, "docker")
 ID_RX = r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$"
 
@@ -61,7 +61,7 @@ class ValueRule(Strict):
 
 class WorkaroundSpec(Strict):
     id: str = Field(pattern=ID_RX)
-    engine: Literal["sglang", "vllm", "trtllm", "tgi", "triton", "any", "docker"]
+    engine: Literal["sglang", "vllm", "trtllm", "tgi", "triton", "lmdeploy", "any", "docker"]
     title: str = Field(min_length=3)
     flags: FlagChange = Field(default_factory=FlagChange)
     env: dict[str, str] = Field(default_factory=dict)
@@ -94,7 +94,7 @@ class Examples(Strict):
 class SignatureSpec(Strict):
     id: str = Field(pattern=ID_RX)
     title: str = Field(min_length=5)
-    engine: Literal["sglang", "vllm", "trtllm", "tgi", "triton", "any"]
+    engine: Literal["sglang", "vllm", "trtllm", "tgi", "triton", "lmdeploy", "any"]
     layer: str | None = None
     severity: Literal["crash", "hang", "degraded", "warning"]
     confidence: float = Field(default=0.8, ge=0.05, le=1.0)
@@ -107,6 +107,13 @@ class SignatureSpec(Strict):
     when: dict[str, str | int | float | bool | list[str | int | float | bool]] = Field(default_factory=dict)
     affects: str | None = None
     fixed_in: str | None = None
+    # where upstream has not fixed it: the open thread that tracks it
+    open_issue: str | None = None
+    # a failure no upstream release will fix (a configuration, hardware or environment fault):
+    # why, in one sentence; the proper fix is then the workaround itself
+    not_a_bug: str | None = None
+    # a crash with no launch-command change for an engine it covers says why here
+    no_workaround: str | None = None
     explanation: str = Field(min_length=40)
     workarounds: list[str] = Field(min_length=1)
     debug: DebugSpec | None = None
@@ -135,6 +142,13 @@ class SignatureSpec(Strict):
     @classmethod
     def _fixed_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, (int, float)) else v
+
+    @field_validator("open_issue")
+    @classmethod
+    def _open_issue(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("https://"):
+            raise ValueError(f"open_issue {v!r} is not an https URL")
+        return v
 
     @field_validator("references")
     @classmethod
