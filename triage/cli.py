@@ -188,6 +188,40 @@ def catalogue_check(
     raise typer.Exit(1 if problems else 0)
 
 
+@catalogue_app.command("backtest")
+def catalogue_backtest(
+    corpus: Annotated[Path, typer.Argument(help="A corpus directory: cases/<id>.log with cases/<id>.yaml labels.")],
+    catalogue: CatalogueOpt = None,
+    against: Annotated[Optional[str], typer.Option("--against", help="A git revision of the catalogue, or another catalogue directory: show per case what changed.")] = None,  # noqa: UP045
+    split: Annotated[str, typer.Option("--split", metavar="dev|test|all", help="Which cases to run.")] = "all",
+    format: Annotated[Format, typer.Option("--format", "-f", help="md (default) or json.")] = Format.md,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Processes to use (0: one per core).")] = 0,
+    min_detected: Annotated[Optional[float], typer.Option("--min-detected", help="Exit 1 below this percentage.")] = None,  # noqa: UP045
+    min_exception: Annotated[Optional[float], typer.Option("--min-exception")] = None,  # noqa: UP045
+    min_recognised: Annotated[Optional[float], typer.Option("--min-recognised")] = None,  # noqa: UP045
+    min_right1: Annotated[Optional[float], typer.Option("--min-right1")] = None,  # noqa: UP045
+    min_fix1: Annotated[Optional[float], typer.Option("--min-fix1")] = None,  # noqa: UP045
+    min_fixany: Annotated[Optional[float], typer.Option("--min-fixany")] = None,  # noqa: UP045
+    min_clean: Annotated[Optional[float], typer.Option("--min-clean")] = None,  # noqa: UP045
+) -> None:
+    """Run the pipeline on every case of a labelled corpus and score it; exit 1 below a --min-* threshold."""
+    from triage.backtest import backtest, failed_thresholds
+    from triage.report import backtest_out
+
+    if split not in ("dev", "test", "all"):
+        raise TriageError(f"--split {split}: expected dev, test or all")
+    if jobs < 0:
+        raise TriageError(f"--jobs {jobs}: expected 0 (one per core) or more")
+    result = backtest(str(corpus), split, [str(p) for p in catalogue or []], against, jobs)
+    minimums = {k: v for k, v in (("detected", min_detected), ("exception", min_exception),
+                                  ("recognised", min_recognised), ("right1", min_right1), ("fix1", min_fix1),
+                                  ("fixany", min_fixany), ("clean", min_clean)) if v is not None}
+    failed = failed_thresholds(result, minimums)
+    render = backtest_out.render_json if format == Format.json else backtest_out.render_markdown
+    sys.stdout.write(render(result, failed))
+    raise typer.Exit(1 if failed else 0)
+
+
 @app.command()
 def watch(
     log: Annotated[str, typer.Argument(help="The server's log file; it may not exist yet, and may be truncated or rotated.")],
