@@ -137,13 +137,27 @@ def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
     findings = [_finding(cat.signatures[sid], lines, ctx) for sid, lines in hits.items()]
     if not ctx.keep_generic:
         findings = _drop_explained_generics(findings, cat)
-    findings.sort(key=lambda f: (f.failure is not None, f.unlikely is None, not f.generic, f.confidence), reverse=True)
+    findings.sort(key=finding_rank(ctx.failures))
     return findings
+
+
+def finding_rank(failures: list[Failure]):  # noqa: ANN201 - a sort key
+    """Findings, most useful first: those that explain a failure (a process-level one before a
+    request-level one), then likely before unlikely, complete evidence before a signature whose
+    defining evidence is missing, specific before generic, then confidence."""
+
+    def key(f: Finding) -> tuple:
+        fatal = f.failure is not None and f.failure < len(failures) and failures[f.failure].fatal
+        return (f.failure is None, not fatal, f.unlikely is not None, f.incomplete is not None, f.generic,
+                -f.confidence)
+
+    return key
 
 
 def _drop_explained_generics(findings: list[Finding], cat: Catalogue) -> list[Finding]:
     explained = {f.failure for f in findings
-                 if f.failure is not None and f.unlikely is None and not cat.signatures[f.signature].spec.generic}
+                 if f.failure is not None and f.unlikely is None and f.incomplete is None
+                 and not cat.signatures[f.signature].spec.generic}
     return [f for f in findings if not (cat.signatures[f.signature].spec.generic and f.failure in explained)]
 
 
@@ -152,6 +166,7 @@ def _finding(sig: Signature, lines: list[LogLine], ctx: MatchContext) -> Finding
     why: list[str] = [f"keyword {', '.join(repr(k) for k in spec.keywords)} and pattern matched line {lines[0].no}"
                       + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else "")]
     conf = spec.confidence
+    incomplete: str | None = None
     failure_idx, consequence = None, False
     for ln in lines:
         failure_idx, consequence = _failure_for(ln.no, ctx.failures)
@@ -172,6 +187,7 @@ def _finding(sig: Signature, lines: list[LogLine], ctx: MatchContext) -> Finding
             else:
                 conf -= 0.1
                 why.append(f"no traceback frame matches {', '.join(spec.frames)}")
+                incomplete = f"no traceback frame matches {', '.join(spec.frames)}"
     unlikely = None
     settings = ctx.env.settings
     for name, want in spec.when.items():
@@ -201,6 +217,7 @@ def _finding(sig: Signature, lines: list[LogLine], ctx: MatchContext) -> Finding
     if spec.engine not in ("any",) and ctx.env.engine and ctx.env.engine != spec.engine:
         conf *= 0.6
         why.append(f"signature is for {spec.engine}, the log looks like {ctx.env.engine}")
+        incomplete = incomplete or f"a {spec.engine} signature, but the log is {ctx.env.engine}'s"
     evidence: list[Evidence] = []
     seen: set[str] = set()
     for ln in lines:
@@ -219,4 +236,5 @@ def _finding(sig: Signature, lines: list[LogLine], ctx: MatchContext) -> Finding
         severity=spec.severity, engine=spec.engine, explanation=spec.explanation.strip(),
         evidence=evidence, failure=failure_idx, fixed_in=spec.fixed_in, affects=spec.affects,
         references=list(spec.references), debug=debug, why=why, unlikely=unlikely, generic=spec.generic,
+        incomplete=incomplete,
     )

@@ -52,6 +52,11 @@ class Failure(BaseModel):
     phase: str | None = None
     time: str | None = None  # timestamp of its first line, as the log prints it
     hints: list[Workaround] = Field(default_factory=list)  # the engine's own suggestions
+    # process-level (the process or engine died of it) or request-level (the server went on
+    # serving after it); only process-level failures make `analyze` exit 1
+    fatal: bool = True
+    severity_reason: str | None = None
+    count: int = 1  # how many times this failure was printed (request-level errors repeat)
 
 
 class Workaround(BaseModel):
@@ -93,6 +98,9 @@ class Finding(BaseModel):
     why: list[str] = Field(default_factory=list)
     unlikely: str | None = None
     generic: bool = False  # a wrapper many causes share: the failure is still effectively unknown
+    # the signature's defining evidence that this log lacks (its frames, its engine): such a
+    # finding never ranks above one whose evidence is complete
+    incomplete: str | None = None
     source: str | None = None  # the log it was found in (several logs: `failure` indexes that log's list)
 
 
@@ -188,4 +196,15 @@ class Report(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        return 1 if (self.failures or any(f.severity in ("crash", "hang") for f in self.findings)) else 0
+        if any(f.fatal for f in self.failures):
+            return 1
+        return 1 if any(f.severity in ("crash", "hang") and f.failure is None and f.unlikely is None
+                        for f in self.findings) else 0
+
+    @property
+    def fatal_failures(self) -> list[Failure]:
+        return [f for f in self.failures if f.fatal]
+
+    @property
+    def request_failures(self) -> list[Failure]:
+        return [f for f in self.failures if not f.fatal]

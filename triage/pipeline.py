@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from triage.catalogue.load import Catalogue, load_catalogue
-from triage.models import Evidence, Report
+from triage.match import finding_rank
+from triage.models import Evidence, Failure, LoadFigures, Report, Timeline
 from triage.parse.config import extract
 from triage.parse.environment import build_environment
 from triage.parse.failures import build_failures, collect_lines
+from triage.parse.lines import parse_line
 from triage.parse.markers import find_markers
+from triage.parse.severity import classify
 from triage.parse.timeline import build_timeline, load_figures
 from triage.parse.traceback import parse_tracebacks
 from triage.read import iter_chunks, open_source
@@ -69,61 +72,78 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
 
 
 def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | None = None) -> Report:
+    """The stages in order, over one store of parsed lines: each runs once, on what the one
+    before it produced."""
     from triage.match import MatchContext, match
     from triage.recommend import recommend
 
     opts = opts or Options()
     lines = collect_lines(res.lines)
-    tracebacks = parse_tracebacks(lines)
-    markers = find_markers(lines)
-    failures = build_failures(tracebacks, markers, source=name)
+    by_no = {ln.no: ln for ln in lines}
+    failures = build_failures(parse_tracebacks(lines), find_markers(lines), source=name)
     cfg = extract(lines)
-    env = build_environment(lines, cfg, opts.version)
+    env = build_environment(lines, cfg, opts.version, failures)
     if opts.command:
         env.launch_command = opts.command
-    crash_line = failures[0].line if failures else None
-    timeline = build_timeline(lines, crash_line)
-    if failures:
-        first = failures[0]
+    report = Report(source=name, sources=[name], lines=res.total_lines, bytes=res.total_bytes,
+                    environment=env, failures=failures)
+    ctx = MatchContext(lines=lines, failures=failures, env=env, keyword_lines=res.keyword_lines,
+                       keep_generic=opts.keep_generic)
+    report.findings = match(cat, ctx)
+    report.notes.extend(ctx.notes)
+    _failures_from_findings(report, by_no)
+    classify(report.failures, lines, res.last_serving)
+    _order_failures(report)
+    report.timeline = _timeline(res, lines, by_no, report.failures)
+    for x in report.findings:
+        x.source = name
+    load = res.load_before_failure if report.fatal_failures and res.load_before_failure else res.load
+    recommend(report, cat, load)
+    return report
+
+
+def _timeline(res: ScanResult, lines: list, by_no: dict, failures: list[Failure]) -> Timeline:
+    """Built once the failures are final: the crash is the first process-level failure."""
+    fatal = [f for f in failures if f.fatal]
+    first = fatal[0] if fatal else None
+    timeline = build_timeline(lines, first.line if first else None)
+    if first is not None:
         header = first.raw[0] if first.raw else Evidence(line=first.line, text=first.message)
         timeline.crash = header
-        by_no = {ln.no: ln for ln in lines}
         timeline.crash_time = by_no[header.line].ts if header.line in by_no else None
         anchor = min(res.last_load, default=None, key=lambda k: abs(k - header.line)) if res.last_load else None
         if anchor is not None and res.last_load[anchor][0] < header.line:
             no, text = res.last_load[anchor]
-            from triage.parse.lines import parse_line
-
-            timeline.last_load = load_figures(no, text, parse_line(no, text).ts)
+            ts = by_no[no].ts if no in by_no else parse_line(no, text).ts
+            timeline.last_load = load_figures(no, text, ts)
         for f in failures:
             f.phase = timeline.phase_at_crash if f is first else None
-            f.time = by_no[f.line].ts if f.line in by_no else None
     elif res.final_load is not None:
         no, text = res.final_load
         timeline.last_load = load_figures(no, text)
-    load = res.load_before_failure if failures and res.load_before_failure else res.load
+    for f in failures:
+        f.time = by_no[f.line].ts if f.line in by_no else None
+    load = res.load_before_failure if first is not None and res.load_before_failure else res.load
     if load.peak_running:
-        from triage.models import LoadFigures
-
         timeline.peak_running = LoadFigures(line=load.peak_line or 0, running=load.peak_running)
     total = load.new_tokens + load.cached_tokens
     if load.prefill_lines and total:
         timeline.prefix_cache = {"cached_tokens": float(load.cached_tokens), "prompt_tokens": float(total),
                                  "hit_rate": round(100.0 * load.cached_tokens / total, 2)}
-    report = Report(source=name, sources=[name], lines=res.total_lines, bytes=res.total_bytes,
-                    environment=env, timeline=timeline, failures=failures)
-    ctx = MatchContext(lines=lines, failures=failures, env=env, keyword_lines=res.keyword_lines,
-                       keep_generic=opts.keep_generic)
-    report.findings = match(cat, ctx)
-    report.notes.extend(ctx.notes)
-    _failures_from_findings(report)
-    # findings that only now belong to a failure take their place in the order
-    report.findings.sort(key=lambda f: (f.failure is not None, f.unlikely is None, not f.generic, f.confidence),
-                         reverse=True)
+    return timeline
+
+
+def _order_failures(report: Report) -> None:
+    """Process-level failures first (the one that ended the process is failure 1), then the
+    request-level ones; finding indices follow, and findings re-sort by their failure."""
+    order = sorted(range(len(report.failures)),
+                   key=lambda i: (not report.failures[i].fatal, report.failures[i].line))
+    remap = {old: new for new, old in enumerate(order)}
+    report.failures = [report.failures[i] for i in order]
     for x in report.findings:
-        x.source = name
-    recommend(report, cat, load)
-    return report
+        if x.failure is not None:
+            x.failure = remap[x.failure]
+    report.findings.sort(key=finding_rank(report.failures))
 
 
 def analyze(path: str, catalogue: Catalogue | None = None, options: Options | None = None,
@@ -145,18 +165,15 @@ def analyze_text(text: str, catalogue: Catalogue, name: str = "<text>", options:
     return analyze_scan(res, name, catalogue, opts)
 
 
-def _failures_from_findings(report: Report) -> None:
+def _failures_from_findings(report: Report, by_no: dict) -> None:
     """A crash signature that matched a line outside any parsed failure marks a failure too:
     the log says the server failed there even without a traceback (a warning before a cut-off
     excerpt, an ERROR line, a status table)."""
     import regex
 
     from triage.fingerprint import fingerprint
-    from triage.models import Failure
-    from triage.parse.lines import parse_line
 
     exc_rx = regex.compile(r"(?:^|\s)((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit))(?::\s?(.*))?$")
-    added = False
     by_line: dict[int, int] = {}
     for x in report.findings:
         if x.failure is not None or x.severity not in ("crash", "hang") or x.unlikely or not x.evidence:
@@ -165,7 +182,7 @@ def _failures_from_findings(report: Report) -> None:
         if ev.line in by_line:
             x.failure = by_line[ev.line]
             continue
-        ln = parse_line(ev.line, ev.text)
+        ln = by_no.get(ev.line) or parse_line(ev.line, ev.text)
         m = exc_rx.search(ln.message)
         exc, msg = (m.group(1), (m.group(2) or "").strip()) if m else ((ln.level or "Error").title(), ln.message.strip())
         f = Failure(kind="log-line", exception=exc, message=msg, line=ev.line, exception_line=ev.line,
@@ -173,15 +190,3 @@ def _failures_from_findings(report: Report) -> None:
                     fingerprint=fingerprint(exc, msg, []), raw=list(x.evidence), source=report.source)
         report.failures.append(f)
         x.failure = by_line[ev.line] = len(report.failures) - 1
-        added = True
-    if not added:
-        return
-    order = sorted(range(len(report.failures)), key=lambda i: report.failures[i].line)
-    remap = {old: new for new, old in enumerate(order)}
-    report.failures = [report.failures[i] for i in order]
-    for x in report.findings:
-        if x.failure is not None:
-            x.failure = remap[x.failure]
-    first = report.failures[0]
-    if report.timeline.crash is None or first.line < report.timeline.crash.line:
-        report.timeline.crash = first.raw[0] if first.raw else None

@@ -26,6 +26,9 @@ _PREFILL = re.compile(rb"#new-token: (\d+), #cached-token: (\d+)")
 _VLLM_HIT = re.compile(rb"Prefix cache hit rate: ([\d.]+)%")
 _LOAD_WORDS = [w.encode() for w in anchors.LOAD]
 GATE_LEN, GATE_MIN = 14, 6
+# HTTP access lines of uvicorn / the engines' own loggers for an answered request
+SERVING_WORDS = (b'HTTP/1.1" 200', b'HTTP/1.0" 200', b'HTTP/2" 200')
+SERVING_TAIL = 1 << 20  # only the end of each chunk is searched: a serving log repeats them often
 
 
 @dataclass
@@ -50,6 +53,7 @@ class ScanResult:
     engine_used: str = "re"
     keyword_lines: set[int] = field(default_factory=set)  # lines holding a catalogue keyword
     failure_anchors: list[int] = field(default_factory=list)  # first failure-looking line per chunk
+    last_serving: int = 0  # the last load line or HTTP 2xx access line: the server was still serving
 
 
 _SAID: set[str] = set()
@@ -303,6 +307,11 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
             le = buf.find(b"\n", lo, n)
             # counted back from the chunk's end: the last load line is near it
             prev_load = (line_no + nl - buf.count(b"\n", lo, n), _decode(buf[lo : le if le >= 0 else n]))
+            res.last_serving = max(res.last_serving, prev_load[0])
+        # an access line answered 2xx near the chunk's end: the server was serving there
+        ho = max(buf.rfind(w, max(0, n - SERVING_TAIL), n) for w in SERVING_WORDS)
+        if ho >= 0:
+            res.last_serving = max(res.last_serving, line_no + nl - buf.count(b"\n", ho, n))
         line_no += nl
         if n and buf[n - 1] != 10:
             line_no += 1  # the last line had no newline
@@ -387,6 +396,8 @@ def _shift(res: ScanResult, by: int) -> None:
     res.last_load = {a + by: (n + by, t) for a, (n, t) in res.last_load.items()}
     if res.final_load:
         res.final_load = (res.final_load[0] + by, res.final_load[1])
+    if res.last_serving:
+        res.last_serving += by
     for summary in (res.load, res.load_before_failure):
         if summary is not None and summary.peak_line is not None:
             summary.peak_line += by
@@ -421,6 +432,7 @@ def merge(parts: list[ScanResult]) -> ScanResult:
         if res.final_load is not None:
             out.final_load = res.final_load
         out.total_bytes += res.total_bytes
+        out.last_serving = max(out.last_serving, res.last_serving)
         offset += res.total_lines
     out.total_lines = offset
     return out

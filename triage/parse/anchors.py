@@ -59,6 +59,23 @@ LINE = [
     "[E]",
     "[ERROR]",
     "UNAVAILABLE:",
+    # the shape of a failure, whatever its message: any exception name, the engines' error
+    # vocabulary, signals (rare on healthy lines; request content is skipped by the parsers)
+    "Error",
+    "Exception",
+    "Interrupt",
+    "Assertion failed",
+    "with exception",
+    "FATAL",
+    "[TM][",
+    "CUBLAS_STATUS",
+    "cudaError",
+    "core dumped",
+    "signal 11",
+    "signal 6",
+    "SIGSEGV",
+    "SIGABRT",
+    "Current thread 0x",
     # version and configuration
     "server version",
     "LLM engine (v",

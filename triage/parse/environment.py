@@ -7,7 +7,7 @@ from typing import Any
 
 import regex
 
-from triage.models import Environment
+from triage.models import Environment, Failure
 from triage.parse.config import Config
 from triage.parse.lines import LogLine
 
@@ -37,23 +37,53 @@ def _int(v: Any) -> int | None:
         return None
 
 
-def guess_engine(lines: list[LogLine], cfg: Config) -> str | None:
+# Evidence of the engine, strongest first. A single frame's path is never enough: SGLang imports
+# vLLM kernels in some releases, and a vLLM traceback passes through torch and transformers.
+_LAUNCH = [
+    ("sglang", regex.compile(r"sglang\.launch_server|\bsglang serve\b|sglang\.srt\.|server_args=ServerArgs\(")),
+    ("vllm", regex.compile(r"\bvllm serve\b|vllm\.entrypoints|Initializing a V1 LLM engine|"
+                           r"Initializing an LLM engine|vLLM API server version|\bvLLM is using\b|non-default args:")),
+    ("trtllm", regex.compile(r"\[TensorRT-LLM\]|\[TRT-LLM\]|trtllm-serve|trtllm-build|tensorrt_llm\.")),
+    ("tgi", regex.compile(r"text_generation_launcher|text_generation_server|shard-manager|text-generation-launcher")),
+    ("triton", regex.compile(r"tritonserver|model_lifecycle\.cc|TRITONBACKEND_|Triton Inference Server")),
+    ("lmdeploy", regex.compile(r"\blmdeploy\b|turbomind|\[TM\]\[")),
+]
+_PKG = regex.compile(r"/(sglang|vllm|tensorrt_llm|text_generation_server|lmdeploy)/")
+_PKG_ENGINE = {"sglang": "sglang", "vllm": "vllm", "tensorrt_llm": "trtllm", "text_generation_server": "tgi",
+               "lmdeploy": "lmdeploy"}
+
+
+def guess_engine(lines: list[LogLine], cfg: Config, failures: list[Failure] | None = None) -> str | None:
+    """The engine that wrote the log, from the whole of it: launch and config lines, the prefix
+    dialect of its lines, then the packages of the outermost and innermost frames of its
+    tracebacks. Each kind of evidence votes once per engine, however many lines repeat it."""
     if cfg.engine:
         return cfg.engine
     votes: Counter[str] = Counter()
+    dialects: Counter[str] = Counter()
     for ln in lines:
-        t = ln.text
-        if "sglang" in t or ln.dialect == "sglang":
-            votes["sglang"] += 1
-        if "vllm" in t or ln.dialect == "vllm":
-            votes["vllm"] += 1
-        if "tensorrt_llm" in t or "TensorRT-LLM" in t or "[TRT-LLM]" in t:
-            votes["trtllm"] += 1
-        if "text_generation" in t or "shard-manager" in t or "text-generation-launcher" in t:
-            votes["tgi"] += 1
-        if "tritonserver" in t or "model_lifecycle" in t or "Triton" in t:
-            votes["triton"] += 1
-    return votes.most_common(1)[0][0] if votes else None
+        if ln.dialect in ("sglang", "vllm"):
+            dialects[ln.dialect] += 1
+        for engine, rx in _LAUNCH:
+            if engine not in votes and rx.search(ln.text):
+                votes[engine] += 4
+    for engine, n in dialects.items():
+        votes[engine] += 3 if n >= 3 else 1
+    for f in failures or []:
+        ends = [f.frames[0], f.frames[-1]] if f.frames else []
+        for fr in ends:
+            m = _PKG.search(fr.file)
+            if m:
+                votes[_PKG_ENGINE[m.group(1)]] += 1
+        pkgs = Counter(_PKG_ENGINE[m.group(1)] for fr in f.frames if (m := _PKG.search(fr.file)))
+        if pkgs:
+            votes[pkgs.most_common(1)[0][0]] += 1  # the package most of its frames are in
+    if not votes:
+        return None
+    best = votes.most_common(2)
+    if len(best) > 1 and best[0][1] == best[1][1]:
+        return None  # a tie is not knowledge
+    return best[0][0]
 
 
 _GPU_NAME = [
@@ -88,9 +118,10 @@ def _gpu(lines: list[LogLine], env: Environment) -> None:
         env.gpu_count = top_index + 1  # at least that many; the parallel sizes say more when printed
 
 
-def build_environment(lines: list[LogLine], cfg: Config, version_override: str | None = None) -> Environment:
+def build_environment(lines: list[LogLine], cfg: Config, version_override: str | None = None,
+                      failures: list[Failure] | None = None) -> Environment:
     s = cfg.settings
-    env = Environment(engine=guess_engine(lines, cfg), version=version_override or cfg.version,
+    env = Environment(engine=guess_engine(lines, cfg, failures), version=version_override or cfg.version,
                       config_line=cfg.line, settings=s, launch_settings=cfg.cli)
     if cfg.launch_command:
         env.launch_command = cfg.launch_command

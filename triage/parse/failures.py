@@ -7,13 +7,15 @@ to print it named. Marker lines inside a traceback are part of it; secondary mar
 
 from __future__ import annotations
 
+import bisect
+
 import regex
 
 from triage.fingerprint import fingerprint, mask
 from triage.models import Evidence, ExceptionInfo, Failure, Frame
 from triage.parse.lines import LogLine
-from triage.parse.markers import MarkerHit
-from triage.parse.traceback import TRUNCATED, Traceback, unwrap
+from triage.parse.markers import LEADING_EXC, MarkerHit
+from triage.parse.traceback import THREAD_DUMP, TRUNCATED, Traceback, unwrap
 
 _RANK_ORDER = regex.compile(r"\d+")
 
@@ -84,11 +86,25 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
 
     marker_fail: dict[tuple[str, str, str], Failure] = {}
     secondary: list[MarkerHit] = []
+    weak: list[MarkerHit] = []
+    starts = sorted(a for a, _ in spans)
     for hit in markers:
         if inside(hit.line.no):
             continue
         if not hit.marker.primary:
             secondary.append(hit)
+            continue
+        if hit.marker.weak or (hit.marker.kind in ("exception", "engine-error") and _announces(hit.line.no, starts)
+                               and (not LEADING_EXC.match(hit.line.message) or _cut_after(hit.line.no, tracebacks))):
+            weak.append(hit)
+            continue
+        dump = next((f for f in failures if f.exception == THREAD_DUMP and 0 < f.line - hit.line.no <= 6), None)
+        if hit.marker.kind == "segfault" and dump is not None:
+            # "Fatal Python error: Segmentation fault" above faulthandler's thread dump: one failure
+            dump.kind, dump.message, dump.line = "segfault", hit.message, hit.line.no
+            dump.exception_line = hit.line.no
+            dump.raw.insert(0, Evidence(line=hit.line.no, text=hit.line.text))
+            dump.fingerprint = fingerprint(hit.exception, hit.message, [(f.file, f.function) for f in dump.frames])
             continue
         key = (hit.marker.kind, hit.exception, mask(hit.message))
         f = marker_fail.get(key)
@@ -108,6 +124,33 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
             f.end_line = max(f.end_line or 0, hit.line.no)
             if len(f.raw) < 16:
                 f.raw.append(Evidence(line=hit.line.no, text=hit.line.text))
+        _add_rank(f, hit.line.rank)
+    # an error line right before a failure announces it ("Error in chat completion stream
+    # generator." above its traceback), right after one echoes it; alone, it is the failure
+    for hit in weak:
+        no = hit.line.no
+        near = next((f for f in failures if 0 < f.line - no <= 5 or 0 <= no - (f.end_line or f.line) <= 3), None)
+        if near is not None:
+            if hit.marker.kind == "exception" and near.exception == TRUNCATED and hit.exception:
+                # a pasted traceback whose exception line came first, or whose frames were cut:
+                # the exception line names what the frames could not
+                near.exception, near.message = hit.exception, hit.message
+                near.exception_line = no
+                near.fingerprint = fingerprint(hit.exception, hit.message, [(f.file, f.function) for f in near.frames])
+            if no < near.line:
+                near.raw.insert(0, Evidence(line=no, text=hit.line.text))
+                near.line = no
+            elif len(near.followed_by) < 8:
+                near.followed_by.append(Evidence(line=no, text=hit.line.text))
+            continue
+        key = ("weak", hit.exception, mask(hit.message))
+        f = marker_fail.get(key)
+        if f is None:
+            f = marker_fail[key] = _from_marker(hit, source)
+            failures.append(f)
+        elif len(f.raw) < 16:
+            f.raw.append(Evidence(line=no, text=hit.line.text))
+            f.end_line = max(f.end_line or 0, no)
         _add_rank(f, hit.line.rank)
     failures.sort(key=lambda f: f.line)
     _fold_consequences(failures)
@@ -136,6 +179,17 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
             f.ranks.insert(0, f.first_rank)
         f.ranks.sort(key=_rank_key)
     return failures
+
+
+def _cut_after(no: int, tracebacks: list[Traceback]) -> bool:
+    """Whether the traceback starting right after line `no` lost its exception line."""
+    return any(0 < tb.line - no <= 3 and tb.final.type == TRUNCATED for tb in tracebacks)
+
+
+def _announces(no: int, starts: list[int]) -> bool:
+    """Whether a traceback starts within a few lines after line `no`."""
+    i = bisect.bisect_right(starts, no)
+    return i < len(starts) and starts[i] - no <= 3
 
 
 def _from_marker(hit: MarkerHit, source: str | None) -> Failure:

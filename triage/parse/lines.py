@@ -20,10 +20,16 @@ _WRAPPERS = [
     regex.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z (?=\S)(?!\s*(?:INFO|WARN|ERROR|DEBUG|TRACE)\b)"),
     # docker compose: service-1  |
     regex.compile(r"[\w.-]+-\d+\s+\| "),
-    # Buildkite / generic pipe gutter
-    regex.compile(r"\s{1,4}\| (?=\S)"),
-    regex.compile(r"> "),
+    # Buildkite / generic pipe gutter, and the box-drawing gutter of rich consoles
+    regex.compile(r"\s{0,4}[|│┃] (?=\S)"),
+    # CI timestampers and log shippers: [2025-11-06T02:10:00.702Z] msg
+    regex.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\] ?"),
+    # syslog / journald: Apr  3 17:38:57 host prog[123]: msg
+    regex.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./@-]+(?:\[\d+\])?: "),
 ]
+# cloud log viewers put the severity and an RFC 3339 stamp first: ERROR 2026-06-15T14:10:59.39Z msg
+_CLOUD = regex.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL|DEFAULT) \d{4}-\d\d-\d\dT[\d:.]+Z? "
+                       r"(?:\[[\w.]+: [^\]]{0,80}\] )*")
 
 # Ray / vLLM process prefixes: (VllmWorker rank=0 pid=123), (EngineCore_DP0 pid=4), (SGLangEngine pid=9, ip=1.2.3.4)
 _PROC = regex.compile(
@@ -49,6 +55,13 @@ _TRACING = regex.compile(
     r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR) "
 )
 _UVICORN = regex.compile(r"(?P<level>INFO|WARNING|ERROR|DEBUG):\s{2,}")
+# Python logging's common formats (LMDeploy, Triton's Python models, many wrappers):
+# 2024-07-08 10:00:00,123 - lmdeploy - ERROR - engine.py:123 - msg   /   2024-07-08 10:00:00 ERROR msg
+_PYLOG = regex.compile(
+    r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?)\s+(?:-\s+[\w.]+\s+-\s+)?"
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?:\s+\d+)?(?:\s+\[?[\w./-]+\.py:\d+\])?"
+    r"\s*(?:-\s+(?:[\w./-]+:\d+\s+-\s+)?|:\s+|\s|$)"
+)
 
 
 @dataclass(slots=True)
@@ -64,11 +77,35 @@ class LogLine:
     prefixed: bool = False  # an engine prefix was found (a traceback body line has none)
 
 
+# What pasting a log into an issue, a chat or a ticket adds around it: code fences and stray
+# backticks, Markdown bold, collapsible-section tags, quote markers. Removed here, once, so that
+# every later stage sees the log as the server wrote it; line numbers are the original ones.
+_PASTE_FENCE = regex.compile(r"^\s*```(?:[\w+-]+\s*$)?|```\s*$")
+_PASTE_TAGS = regex.compile(r"</?(?:details|summary|pre|code|br|p)\b[^>]{0,80}>", regex.I)
+_PASTE_BOLD = regex.compile(r"(?:^|(?<=\s))\*\*(?=[^\s*])(.{1,400}?)(?<=[^\s*])\*\*(?=\s|$|[:.,;])")
+_PASTE_QUOTE = regex.compile(r"^(?:>[ \t]?)+")
+
+
 def clean(raw: str) -> str:
     if "\x1b" in raw or "[" in raw:
         raw = ANSI.sub("", raw)
-    raw = raw.replace("\r", "").replace("^M", "")
-    return raw.replace("\x00", "")
+    raw = raw.replace("\r", "").replace("^M", "").replace("\x00", "")
+    if "`" in raw:
+        raw = _PASTE_FENCE.sub("", raw)
+        if raw.count("`") == 2 and raw[:1] == "`" and raw.rstrip()[-1:] == "`":
+            raw = raw.rstrip()[1:-1]  # the whole line pasted as inline code
+        elif raw.count("`") % 2:  # one stray backtick at an edge; paired ones are the log's own
+            if raw[:1] == "`":
+                raw = raw[1:]
+            elif raw.rstrip()[-1:] == "`":
+                raw = raw.rstrip()[:-1]
+    if "<" in raw:
+        raw = _PASTE_TAGS.sub("", raw)
+    if "**" in raw:
+        raw = _PASTE_BOLD.sub(r"\1", raw)
+    if raw[:1] == ">":
+        raw = _PASTE_QUOTE.sub("", raw)
+    return raw
 
 
 def _rank_from_proc(proc: str, rank: str | None, pid: str) -> str:
@@ -90,6 +127,10 @@ def parse_line(no: int, raw: str) -> LogLine:
         m = w.match(rest)
         if m:
             rest = rest[m.end() :]
+    m = _CLOUD.match(rest)
+    if m:
+        level = m["level"]
+        rest = rest[m.end() :]
     # process prefixes may be doubled when two workers share a stream; the last one wins
     while True:
         m = _PROC.match(rest)
@@ -135,7 +176,7 @@ def parse_line(no: int, raw: str) -> LogLine:
                 rest = rest[m.end() :]
                 prefixed = True
             else:
-                for rx, name in ((_TRACING, "tracing"), (_GLOG, "glog"), (_UVICORN, "uvicorn")):
+                for rx, name in ((_TRACING, "tracing"), (_GLOG, "glog"), (_UVICORN, "uvicorn"), (_PYLOG, "pylog")):
                     m = rx.match(rest)
                     if m:
                         level = m["level"]

@@ -20,10 +20,16 @@ class Marker:
     exception: str
     rx: regex.Pattern[str]
     primary: bool
+    # weak: a line at error level that says something failed, with no more specific shape; it
+    # stands as a failure only where no traceback or stronger marker is next to it
+    weak: bool = False
+    # needs the line to be at an error level (or to carry no level at all)
+    error_level: bool = False
 
 
-def _m(kind: str, exception: str, pattern: str, primary: bool = True) -> Marker:
-    return Marker(kind, exception, regex.compile(pattern), primary)
+def _m(kind: str, exception: str, pattern: str, primary: bool = True, weak: bool = False,
+       error_level: bool = False) -> Marker:
+    return Marker(kind, exception, regex.compile(pattern), primary, weak, error_level)
 
 
 # Benign lines that contain a marker's words; checked first.
@@ -34,15 +40,25 @@ BENIGN = regex.compile(
     r"Error: 0 errors|\b(?:GET|POST) /\S* HTTP/[\d.]+\" [45]\d\d"
 )
 
+# A Python exception named at the start of what is left of a line once its prefixes are peeled:
+# dotted module path, a class name that says it is an error, an optional message.
+EXC_NAME = r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Exception|KeyboardInterrupt)"
+# Levels at which a line reports a failure (glog's E/F, vLLM's ERROR, Rust tracing's ERROR ...)
+ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F"})
+QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "TRACE", "I", "W"})
+
+LEADING_EXC = regex.compile(r"^\s*(?P<type>" + EXC_NAME + r")[:(]")
+
 MARKERS: list[Marker] = [
     _m("nccl", "NCCL watchdog timeout", r"Watchdog caught collective operation timeout: (?P<msg>.+)"),
     _m("nccl", "NCCL error", r"NCCL WARN (?P<msg>.+)"),
     _m("nccl", "NCCL error", r"(?P<msg>(?:NCCL error|nccl\w*Error)\b.*?(?:unhandled|internal|remote|system|invalid|timeout|error).*)"),
     _m("cxx", "C++ exception", r"terminate called after throwing an instance of '(?P<type>[^']+)'"),
     _m("cxx", "C++ exception", r"what\(\):\s+(?P<msg>\S.*)"),
-    _m("cuda", "CUDA error", r"(?P<msg>CUDA error: .+|Cuda failure .+|CUDA_ERROR_\w+.*)"),
+    _m("cuda", "CUDA error", r"(?P<msg>CUDA error: .+|Cuda failure .+|CUDA_ERROR_\w+.*|CUBLAS_STATUS_(?!SUCCESS)\w+.*|cudaError\w+.*)"),
     _m("segfault", "Fatal Python error", r"Fatal Python error: (?P<msg>.+)"),
-    _m("segfault", "Segmentation fault", r"(?P<msg>Segmentation fault(?: \(core dumped\))?|Bus error(?: \(core dumped\))?)\s*$"),
+    _m("segfault", "Segmentation fault", r"(?P<msg>Segmentation fault(?: \(core dumped\))?|Bus error(?: \(core dumped\))?|Aborted \(core dumped\))\s*$"),
+    _m("segfault", "Signal", r"(?P<msg>(?:Caught|Received|received) signal (?:11|6|7|SIGSEGV|SIGABRT|SIGBUS)\b.*|\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS|SIGFPE|SIGILL) .*)"),
     _m("watchdog", "Watchdog timeout", r"(?P<msg>(?:\w+ )?[Ww]atchdog timeout \(self\.watchdog_timeout=.*)"),
     _m("oom-kill", "Killed", r"(?P<msg>Out of memory: Kill(?:ed)? process \d+.*|line \d+:\s+\d+ Killed\b.*|^Killed\s*$)", primary=False),
     _m("sigquit", "SIGQUIT", r"(?P<msg>Received sigquit from a child proces+\b.*|SIGQUIT received\..*)", primary=False),
@@ -52,8 +68,22 @@ MARKERS: list[Marker] = [
     _m("engine-fatal", "Scheduler dead", r"(?P<msg>Rank \d+ scheduler (?:is dead|died during initialization).*)", primary=False),
     _m("shard", "ShardCannotStart", r"(?P<msg>Error: ShardCannotStart|Shard \d+ failed to start.*)", primary=False),
     _m("error-line", "ERROR", r"(?P<msg>UNAVAILABLE: .+)"),
+    # the engines' own error vocabulary, not Python
+    _m("engine-error", "TensorRT-LLM error", r"\[TensorRT-LLM\]\[(?:ERROR|FATAL)\]\s*(?P<msg>\S.*)"),
+    _m("engine-error", "TensorRT-LLM error", r"\[TRT-LLM\]\s*\[E\]\s*(?P<msg>\S.*)"),
+    _m("engine-error", "TensorRT error", r"\[TRT\]\s*\[E\]\s*(?P<msg>\S.*)"),
+    _m("engine-error", "TurboMind error", r"\[TM\]\[(?:ERROR|FATAL)\]\s*(?P<msg>\S.*)"),
+    _m("engine-error", "Assertion failed", r"(?P<msg>\bAssertion failed\b.*|Assertion [`'].{1,300}' failed.*)"),
+    # failures announced inside a sentence
+    _m("exception", "", r"(?P<msg>.{0,200}?\bwith exception (?P<type>" + EXC_NAME + r")\b.*)"),
+    _m("exception", "Exception in worker",
+       r"(?P<msg>Exception in worker \S.{0,120}? while processing method \w+.*)"),
+    # any Python exception line, with or without a traceback around it
+    _m("exception", "", r"^\s*(?P<type>" + EXC_NAME + r")(?::\s?(?P<msg>.*)|\((?P<repr>.*)|\s*$)", error_level=True),
+    # an error-level line that says something failed (the catch-all; weakest)
+    _m("error-line", "Error", r"(?i)(?P<msg>.{0,300}?\b(?:failed|failure|fatal|exception|error|abort(?:ed|ing)?|"
+       r"crash(?:ed)?|died|cannot|can't|unable to|timed out|timeout)\b.*)", weak=True, error_level=True),
 ]
-
 
 @dataclass
 class MarkerHit:
@@ -67,14 +97,26 @@ def find_markers(lines: list[LogLine]) -> list[MarkerHit]:
     out: list[MarkerHit] = []
     for ln in lines:
         msg = ln.message
-        if msg.startswith(("Receive: obj=", "Finish: obj=", "Received request ")) or BENIGN.search(ln.text):
+        if msg.startswith(("Receive: obj=", "Finish: obj=", "Received request ")):
             continue
+        if BENIGN.search(ln.text) and not LEADING_EXC.match(msg):
+            continue  # a benign warning's words; an exception that says the same is still a failure
         for mk in MARKERS:
+            if mk.error_level and ln.level is not None and ln.level.upper() not in ERROR_LEVELS:
+                continue
+            if mk.weak and (ln.level is None or ln.level.upper() not in ERROR_LEVELS):
+                continue  # the catch-all needs the writer to have said ERROR
             m = mk.rx.search(msg)
             if m:
                 gd = m.groupdict()
                 exc = gd.get("type") or mk.exception
-                text = (gd.get("msg") or m.group(0)).strip()
+                text = (gd.get("msg") or gd.get("repr") or m.group(0) or "").strip()
+                if gd.get("repr"):
+                    text = text[:-1] if text.endswith(")") else text  # Type('message') -> 'message'
+                named = LEADING_EXC.match(msg)
+                if named and not gd.get("type"):
+                    # "RuntimeError: CUDA error: ..." is a CUDA failure that Python names RuntimeError
+                    exc = named["type"]
                 out.append(MarkerHit(mk, ln, text, exc))
                 break
     return out

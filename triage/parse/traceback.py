@@ -17,12 +17,17 @@ from triage.parse.lines import LogLine
 
 HEADER = "Traceback (most recent call last)"
 TRUNCATED = "(traceback cut off)"
+THREAD_DUMP = "Fatal Python error"  # faulthandler's frames: the process died in C code
 CHAIN_MARKERS = (
     "During handling of the above exception, another exception occurred",
     "The above exception was the direct cause of the following exception",
 )
-FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>[^\s]+)')
-FAULTHANDLER_FRAME = regex.compile(r'^\s*File "[^"]+", line \d+ in \S+')
+FRAME = regex.compile(
+    r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>[^\s]+)'
+    # IPython / Jupyter: File /path/x.py:105, in LLM.__init__(self, ...)
+    r'|^\s*File (?P<file>[/~\w.-][^\s:]*\.py):(?P<line>\d+), in (?P<func>[\w.<>]+)'
+)
+FAULTHANDLER_FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 # A Python exception line: optional dotted module path, a class name, optional ": message"
 EXC_LINE = regex.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s?(?P<msg>.*))?$")
 WRAPPERS = [
@@ -81,8 +86,12 @@ def _ends_with_marker(s: Stream) -> bool:
     return False
 
 
+# dialects that repeat their prefix on every line of a traceback (SGLang prints it on the header only)
+_EVERY_LINE = frozenset({"vllm", "pylog", "glog", "tracing", "uvicorn", "torch"})
+
+
 def _stream_key(ln: LogLine) -> str:
-    return ln.stream or ln.rank or ("vllm" if ln.dialect == "vllm" else "plain")
+    return ln.stream or ln.rank or (ln.dialect if ln.prefixed and ln.dialect in _EVERY_LINE else "plain")
 
 
 class _Assembler:
@@ -119,8 +128,6 @@ class _Assembler:
         return True  # stripped indentation: a code line pasted without its spaces
 
     def _open_headless(self, ln: LogLine) -> None:
-        if FAULTHANDLER_FRAME.match(ln.message):
-            return  # a faulthandler dump (Fatal Python error) is reported by its marker
         s = Stream(_stream_key(ln), ln.rank, ln.no)
         s.lines.append(ln)
         self.open[s.key] = s
@@ -157,7 +164,7 @@ class _Assembler:
             self.last = cur
             return
         # a writer that repeats its prefix on every line: its key says whose line it is
-        key = ln.stream if ln.stream else ("vllm" if ln.dialect == "vllm" else None)
+        key = ln.stream if ln.stream else (ln.dialect if ln.dialect in _EVERY_LINE else None)
         if ln.prefixed and key is not None and key in self.open:
             s = self.open[key]
             if _is_tb_text(msg) and self._advance_state(s, msg):
@@ -167,7 +174,9 @@ class _Assembler:
                 self._close(s)
             return
         if ln.prefixed:
-            if not self.open and FRAME.match(msg) and ln.stream is None and ln.dialect == "vllm":
+            # a writer that prefixes every line, caught mid-traceback (the excerpt starts inside
+            # it, or its header scrolled away): its frames still make a failure
+            if (FRAME.match(msg) or FAULTHANDLER_FRAME.match(msg)) and _stream_key(ln) not in self.open:
                 self._open_headless(ln)
             return  # another writer's ordinary line cutting in
         # unprefixed: pick the open stream that expects this line
@@ -182,7 +191,7 @@ class _Assembler:
                 continue
             candidates.append(s)
         if not candidates:
-            if not self.open and FRAME.match(msg):
+            if not self.open and (FRAME.match(msg) or FAULTHANDLER_FRAME.match(msg)):
                 self._open_headless(ln)  # an excerpt that starts inside a traceback
             return
         chosen = self._choose(candidates, msg)
@@ -227,6 +236,7 @@ def _parse_stream(s: Stream) -> Traceback | None:
     frames: list[tuple[str, int | None, str | None, str | None]] = []
     cur_exc: Exc | None = None
     in_frames = False
+    dump = False
     for ln in s.lines:
         msg = ln.message
         stripped = msg.strip()
@@ -242,6 +252,12 @@ def _parse_stream(s: Stream) -> Traceback | None:
             in_frames = True
             cur_exc = None
             frames.append((m["file"], int(m["line"]), m["func"], None))
+            continue
+        m = FAULTHANDLER_FRAME.match(msg)
+        if m and not chain:
+            dump = True
+            in_frames = True
+            frames.insert(0, (m["file"], int(m["line"]), m["func"], None))  # printed innermost first
             continue
         if cur_exc is not None:
             if stripped:
@@ -263,8 +279,12 @@ def _parse_stream(s: Stream) -> Traceback | None:
     if not chain:
         if not frames:
             return None
-        # the log (or the excerpt) ends before the exception line: still a failure
-        chain.append(Exc(TRUNCATED, "the log ends before the exception line", s.lines[-1].no, frames))
+        if dump:
+            chain.append(Exc(THREAD_DUMP, "a thread dump of a process that died in native code "
+                             "(the line naming the signal is not in the excerpt)", s.lines[-1].no, frames))
+        else:
+            # the log (or the excerpt) ends before the exception line: still a failure
+            chain.append(Exc(TRUNCATED, "the log ends before the exception line", s.lines[-1].no, frames))
     return Traceback(s.rank, s.header_line, s.lines[-1].no, chain, s.lines)
 
 
