@@ -76,6 +76,11 @@ LINE = [
     "SIGSEGV",
     "SIGABRT",
     "Current thread 0x",
+    "unexpectedly failed",
+    "exited on signal",
+    "Process received signal",
+    "CUresult error",
+    "exception=",
     # version and configuration
     "server version",
     "LLM engine (v",

@@ -112,8 +112,8 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
             # a C++ abort's what() right after its terminate line is the same failure
             prev = _recent_cxx(failures, hit)
             if prev is not None:
-                if not prev.message:
-                    prev.message = hit.message
+                if not prev.message or prev.message.startswith("terminate called"):
+                    prev.message = hit.message  # what() says what the terminate line could not
                 prev.raw.append(Evidence(line=hit.line.no, text=hit.line.text))
                 _add_rank(prev, hit.line.rank)
                 continue
@@ -129,12 +129,16 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
     # generator." above its traceback), right after one echoes it; alone, it is the failure
     for hit in weak:
         no = hit.line.no
-        near = next((f for f in failures if 0 < f.line - no <= 5 or 0 <= no - (f.end_line or f.line) <= 3), None)
+        # the closest failure it can announce (the line or two before it) or echo (3 lines after)
+        near = min((f for f in failures if 0 < f.line - no <= 2 or 0 <= no - (f.end_line or f.line) <= 3),
+                   key=lambda f: min(abs(f.line - no), abs(no - (f.end_line or f.line))), default=None)
         if near is not None:
-            if hit.marker.kind == "exception" and near.exception == TRUNCATED and hit.exception:
+            if hit.marker.kind in ("exception", "engine-error") and near.exception == TRUNCATED and hit.exception:
                 # a pasted traceback whose exception line came first, or whose frames were cut:
                 # the exception line names what the frames could not
                 near.exception, near.message = hit.exception, hit.message
+                if hit.marker.kind == "engine-error":
+                    near.kind = "engine-error"
                 near.exception_line = no
                 near.fingerprint = fingerprint(hit.exception, hit.message, [(f.file, f.function) for f in near.frames])
             if no < near.line:
@@ -183,13 +187,13 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
 
 def _cut_after(no: int, tracebacks: list[Traceback]) -> bool:
     """Whether the traceback starting right after line `no` lost its exception line."""
-    return any(0 < tb.line - no <= 3 and tb.final.type == TRUNCATED for tb in tracebacks)
+    return any(0 < tb.line - no <= 2 and tb.final.type == TRUNCATED for tb in tracebacks)
 
 
 def _announces(no: int, starts: list[int]) -> bool:
     """Whether a traceback starts within a few lines after line `no`."""
     i = bisect.bisect_right(starts, no)
-    return i < len(starts) and starts[i] - no <= 3
+    return i < len(starts) and starts[i] - no <= 2
 
 
 def _from_marker(hit: MarkerHit, source: str | None) -> Failure:
@@ -228,6 +232,8 @@ def _fold_consequences(failures: list[Failure]) -> None:
 
 
 def collect_lines(lines: dict[int, str]) -> list[LogLine]:
-    from triage.parse.lines import parse_line
+    """The one store of parsed lines every later stage reads: each kept line parsed once,
+    hard-wrapped pastes joined."""
+    from triage.parse.lines import parse_line, rejoin_wrapped
 
-    return [parse_line(no, lines[no]) for no in sorted(lines)]
+    return rejoin_wrapped([parse_line(no, lines[no]) for no in sorted(lines)])

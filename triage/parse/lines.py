@@ -75,6 +75,7 @@ class LogLine:
     level: str | None = None
     dialect: str | None = None  # sglang | vllm | torch | glog | tracing | None
     prefixed: bool = False  # an engine prefix was found (a traceback body line has none)
+    joined: int = 0  # lines of a hard-wrapped paste joined onto this one
 
 
 # What pasting a log into an issue, a chat or a ticket adds around it: code fences and stray
@@ -102,7 +103,10 @@ def clean(raw: str) -> str:
     if "<" in raw:
         raw = _PASTE_TAGS.sub("", raw)
     if "**" in raw:
-        raw = _PASTE_BOLD.sub(r"\1", raw)
+        if raw.startswith("**") and raw.rstrip().endswith("**") and len(raw.rstrip()) > 4:
+            raw = raw.rstrip()[2:-2]  # a whole line pasted in bold
+        else:
+            raw = _PASTE_BOLD.sub(r"\1", raw)
     if raw[:1] == ">":
         raw = _PASTE_QUOTE.sub("", raw)
     return raw
@@ -186,3 +190,53 @@ def parse_line(no: int, raw: str) -> LogLine:
                         prefixed = True
                         break
     return LogLine(no, text, rest, ts, rank, stream, level, dialect, prefixed)
+
+
+# -- hard-wrapped pastes -------------------------------------------------------------------------
+
+_FRAME_START = regex.compile(r'^\s*File "[^"]*$')
+_FRAME_DONE = regex.compile(r'^\s*File "[^"]+", line \d+')
+_CONTINUES = regex.compile(r'^[^\s\[(<>|]\S*')  # a wrapped tail starts mid-word, not with a prefix
+WRAP_MIN = 60
+
+
+def _wrap_widths(lines: list[LogLine]) -> set[int]:
+    """The width a terminal, an e-mail client or a ticket system cut the paste at: no line is
+    longer, and several lines are exactly that long. Logs that were not wrapped have lines of
+    every length, so their longest length rarely recurs."""
+    longest = max((len(ln.text) for ln in lines), default=0)
+    if longest < WRAP_MIN:
+        return set()
+    return {longest} if sum(1 for ln in lines if len(ln.text) == longest) >= 3 else set()
+
+
+def rejoin_wrapped(lines: list[LogLine]) -> list[LogLine]:
+    """Join a line cut at a fixed width to its tail, when the join is unambiguous: the line
+    is an unterminated `File "...` that the next line completes, or it is exactly a recurring
+    wrap width long and the next line carries no prefix of its own and starts mid-word. The
+    joined line keeps the first line's number; the tail's number is simply not used."""
+    if len(lines) < 2:
+        return lines
+    widths = _wrap_widths(lines)
+    out: list[LogLine] = []
+    i = 0
+    while i < len(lines):
+        cur = lines[i]
+        while i + 1 < len(lines) and lines[i + 1].no == cur.no + _span(cur):
+            nxt = lines[i + 1]
+            if nxt.prefixed or not nxt.text:
+                break
+            frame = _FRAME_START.match(cur.message) and _FRAME_DONE.match(cur.message + nxt.text)
+            width = len(cur.text) in widths and _CONTINUES.match(nxt.text)
+            if not (frame or width):
+                break
+            cur = parse_line(cur.no, cur.text + nxt.text)
+            cur.joined = _span(lines[i]) + _span(nxt) - 1 + (cur.joined or 0)
+            i += 1
+        out.append(cur)
+        i += 1
+    return out
+
+
+def _span(ln: LogLine) -> int:
+    return 1 + (ln.joined or 0)

@@ -25,11 +25,13 @@ class Marker:
     weak: bool = False
     # needs the line to be at an error level (or to carry no level at all)
     error_level: bool = False
+    # needs the line to be at an error level: a level-less line is not enough
+    needs_level: bool = False
 
 
 def _m(kind: str, exception: str, pattern: str, primary: bool = True, weak: bool = False,
-       error_level: bool = False) -> Marker:
-    return Marker(kind, exception, regex.compile(pattern), primary, weak, error_level)
+       error_level: bool = False, needs_level: bool = False) -> Marker:
+    return Marker(kind, exception, regex.compile(pattern), primary, weak, error_level, needs_level)
 
 
 # Benign lines that contain a marker's words; checked first.
@@ -55,10 +57,12 @@ MARKERS: list[Marker] = [
     _m("nccl", "NCCL error", r"(?P<msg>(?:NCCL error|nccl\w*Error)\b.*?(?:unhandled|internal|remote|system|invalid|timeout|error).*)"),
     _m("cxx", "C++ exception", r"terminate called after throwing an instance of '(?P<type>[^']+)'"),
     _m("cxx", "C++ exception", r"what\(\):\s+(?P<msg>\S.*)"),
-    _m("cuda", "CUDA error", r"(?P<msg>CUDA error: .+|Cuda failure .+|CUDA_ERROR_\w+.*|CUBLAS_STATUS_(?!SUCCESS)\w+.*|cudaError\w+.*)"),
+    _m("cuda", "CUDA error", r"(?P<msg>CUDA error: .+|Cuda failure .+|CUDA_ERROR_\w+.*|CUBLAS_STATUS_(?!SUCCESS)\w+.*|cudaError\w+.*|CUresult error.*)"),
     _m("segfault", "Fatal Python error", r"Fatal Python error: (?P<msg>.+)"),
     _m("segfault", "Segmentation fault", r"(?P<msg>Segmentation fault(?: \(core dumped\))?|Bus error(?: \(core dumped\))?|Aborted \(core dumped\))\s*$"),
-    _m("segfault", "Signal", r"(?P<msg>(?:Caught|Received|received) signal (?:11|6|7|SIGSEGV|SIGABRT|SIGBUS)\b.*|\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS|SIGFPE|SIGILL) .*)"),
+    _m("segfault", "Signal", r"(?P<msg>(?:Caught|Received|received) signal (?:11|6|7|SIGSEGV|SIGABRT|SIGBUS)\b.*|\*\*\* (?:SIGSEGV|SIGABRT|SIGBUS|SIGFPE|SIGILL) .*|"
+       r"\*\*\* Process received signal \*\*\*.*|.{0,120}\(core dumped\).*|.{0,200}\bexited on signal \d+.*)"),
+    _m("engine-fatal", "Process died", r"(?P<msg>Child process unexpectedly failed with an exit code \d+.*)", primary=False),
     _m("watchdog", "Watchdog timeout", r"(?P<msg>(?:\w+ )?[Ww]atchdog timeout \(self\.watchdog_timeout=.*)"),
     _m("oom-kill", "Killed", r"(?P<msg>Out of memory: Kill(?:ed)? process \d+.*|line \d+:\s+\d+ Killed\b.*|^Killed\s*$)", primary=False),
     _m("sigquit", "SIGQUIT", r"(?P<msg>Received sigquit from a child proces+\b.*|SIGQUIT received\..*)", primary=False),
@@ -76,10 +80,14 @@ MARKERS: list[Marker] = [
     _m("engine-error", "Assertion failed", r"(?P<msg>\bAssertion failed\b.*|Assertion [`'].{1,300}' failed.*)"),
     # failures announced inside a sentence
     _m("exception", "", r"(?P<msg>.{0,200}?\bwith exception (?P<type>" + EXC_NAME + r")\b.*)"),
+    # asyncio: future: <Future finished exception=AssertionError('expected running sequences')>
+    _m("exception", "", r"(?P<msg>.{0,80}\bexception=(?P<type>" + EXC_NAME + r")\(.*)"),
     _m("exception", "Exception in worker",
        r"(?P<msg>Exception in worker \S.{0,120}? while processing method \w+.*)"),
     # any Python exception line, with or without a traceback around it
     _m("exception", "", r"^\s*(?P<type>" + EXC_NAME + r")(?::\s?(?P<msg>.*)|\((?P<repr>.*)|\s*$)", error_level=True),
+    # an error-level line that quotes the exception behind it: "ERROR: Failed to create instance: TypeError: ..."
+    _m("exception", "", r"(?<=: )(?P<type>" + EXC_NAME + r"): (?P<msg>\S.*)", error_level=True, needs_level=True),
     # an error-level line that says something failed (the catch-all; weakest)
     _m("error-line", "Error", r"(?i)(?P<msg>.{0,300}?\b(?:failed|failure|fatal|exception|error|abort(?:ed|ing)?|"
        r"crash(?:ed)?|died|cannot|can't|unable to|timed out|timeout)\b.*)", weak=True, error_level=True),
@@ -104,7 +112,7 @@ def find_markers(lines: list[LogLine]) -> list[MarkerHit]:
         for mk in MARKERS:
             if mk.error_level and ln.level is not None and ln.level.upper() not in ERROR_LEVELS:
                 continue
-            if mk.weak and (ln.level is None or ln.level.upper() not in ERROR_LEVELS):
+            if (mk.weak or mk.needs_level) and (ln.level is None or ln.level.upper() not in ERROR_LEVELS):
                 continue  # the catch-all needs the writer to have said ERROR
             m = mk.rx.search(msg)
             if m:

@@ -247,17 +247,17 @@ def _parse_stream(s: Stream) -> Traceback | None:
             cur_exc = None
             in_frames = False
             continue
-        m = FRAME.match(msg)
-        if m:
-            in_frames = True
-            cur_exc = None
-            frames.append((m["file"], int(m["line"]), m["func"], None))
-            continue
         m = FAULTHANDLER_FRAME.match(msg)
         if m and not chain:
             dump = True
             in_frames = True
             frames.insert(0, (m["file"], int(m["line"]), m["func"], None))  # printed innermost first
+            continue
+        m = FRAME.match(msg)
+        if m:
+            in_frames = True
+            cur_exc = None
+            frames.append((m["file"], int(m["line"]), m["func"], None))
             continue
         if cur_exc is not None:
             if stripped:
@@ -297,7 +297,7 @@ def parse_tracebacks(lines: list[LogLine]) -> list[Traceback]:
             # a gap: whatever was open cannot continue across lines nobody collected
             for s in list(asm.open.values()):
                 asm._close(s)
-        prev = ln.no
+        prev = ln.no + ln.joined
         asm.feed(ln)
     out = []
     for s in asm.finish():
