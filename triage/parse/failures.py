@@ -78,6 +78,7 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
             have = f
         else:
             have.end_line = max(have.end_line or 0, f.end_line or 0)
+            have.count += 1
         _add_rank(have, tb.rank)
     failures = list(by_fp.values())
 
@@ -122,6 +123,7 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
             failures.append(f)
         else:
             f.end_line = max(f.end_line or 0, hit.line.no)
+            f.count += 1
             if len(f.raw) < 16:
                 f.raw.append(Evidence(line=hit.line.no, text=hit.line.text))
         _add_rank(f, hit.line.rank)

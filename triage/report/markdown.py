@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jinja2
 
-from triage.models import Evidence, Failure, LoadFigures, Report, Workaround
+from triage.models import Evidence, Failure, Finding, LoadFigures, Report, Workaround
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _BACKTICKS = re.compile(r"`+")
@@ -143,6 +143,21 @@ def size(n: int) -> str:
     return str(n)
 
 
+def properfix(x: Finding) -> str:
+    """The proper fix beside the workaround: the release or PR that fixed it, the open thread
+    that tracks it, or why no upstream fix is coming."""
+    if x.fixed_in:
+        fix = f"a release with {fixlink(x.fixed_in)}" if x.fixed_in.startswith("https://") else fixlink(x.fixed_in)
+        if fix.startswith("a release"):
+            fix = "upgrade to " + fix
+        return f"**Proper fix:** {fix}" + (f" (affected: {inline(x.affects)})." if x.affects else ".")
+    if x.open_issue:
+        return f"**Proper fix:** not fixed upstream yet (<{x.open_issue}>); the workaround is what there is."
+    if x.not_a_bug:
+        return f"**Proper fix:** none needed upstream: {_sentence(x.not_a_bug)}"
+    return ""
+
+
 def fixlink(fixed: str) -> str:
     if fixed.startswith("https://"):
         return f"<{fixed}>"
@@ -167,7 +182,7 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update(inline=inline, code=_code_inline, codeblock=codeblock, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
-                       change=change, load=load, seconds=seconds, size=size, fixlink=fixlink,
+                       change=change, load=load, seconds=seconds, size=size, fixlink=fixlink, properfix=properfix,
                        shortpath=shortpath)
     return env
 
@@ -182,14 +197,18 @@ _SHOWN = {"model_path", "model", "model_tag", "tp_size", "tensor_parallel_size",
 
 
 def _headline(r: Report) -> str:
-    n = len(r.failures)
-    if not n and not r.findings:
+    fatal = r.fatal_failures
+    survived = r.request_failures
+    n = len(fatal)
+    if not r.failures and not r.findings:
         return "no failure found"
-    known = {x.failure for x in r.findings if x.failure is not None and not x.generic}
+    known = {x.failure for x in r.findings if x.failure is not None and not x.generic and x.failure < n}
     unknown = n - len(known)
-    parts = [f"{n} failure{'s' if n != 1 else ''}"] if n else []
+    parts = [f"{n} failure{'s' if n != 1 else ''}"] if n else ["no process-level failure"]
     if n:
         parts.append("known" if unknown == 0 else ("unknown" if not known else f"{unknown} unknown"))
+    if survived:
+        parts.append(f"{len(survived)} request-level error{'s' if len(survived) != 1 else ''} survived")
     loose = [x for x in r.findings if x.failure is None]
     if loose:
         parts.append(f"{len(loose)} other match{'es' if len(loose) != 1 else ''}")
@@ -216,6 +235,10 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
             if r.timeline.ready_seconds is not None:
                 ready += f" ({seconds(r.timeline.ready_seconds)} after the first line)"
         return [f"**Verdict:** no failure found in {r.lines:,} lines{ready}."]
+    if r.exit_code == 0:
+        n = len(r.request_failures)
+        return [f"**Verdict:** the server did not die: no process-level failure in {r.lines:,} lines. "
+                f"{n} request-level error{'s' if n != 1 else ''} it survived {'is' if n == 1 else 'are'} listed below."]
     out = []
     if top is not None and not top.generic:
         v = (f"**Verdict:** {inline(top.title)} (`{top.signature}`, confidence {top.confidence:.2f})"
@@ -231,8 +254,8 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
         applied = [" ".join(w.flags + w.env) or w.title for w in top.workarounds if w.status == "already-applied"]
         if applied:
             out.append(f"**Already applied:** {inline(', '.join(applied))}; it did not prevent this failure.")
-        if top.fixed_in:
-            out.append(f"**Proper fix:** {fixlink(top.fixed_in)}.")
+        if top.fixed_in or top.open_issue or top.not_a_bug:
+            out.append(properfix(top))
         if top.debug:
             note = f": {_sentence(top.debug.note)}" if top.debug.note else "."
             out.append(f"**To see the real cause:** re-run with {_code_inline(' '.join(top.debug.env))}{note}")
@@ -288,6 +311,7 @@ def render_markdown(r: Report) -> str:
         r=r, headline=_headline(r), top=top, top_failure=top_failure, applied=applied,
         summary=_summary(r, top, top_failure),
         findings_by_failure=by_failure, loose=[x for x in r.findings if x.failure is None],
+        requests=r.request_failures,
         env_rows=env_rows, other_flags=_non_default(r),
     )
     return re.sub(r"\n{3,}", "\n\n", text)
