@@ -57,6 +57,7 @@ class Failure(BaseModel):
     fatal: bool = True
     severity_reason: str | None = None
     count: int = 1  # how many times this failure was printed (request-level errors repeat)
+    last_line: int | None = None  # where it was printed last, when it was printed more than once
 
 
 class Workaround(BaseModel):

@@ -81,6 +81,7 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     lines = collect_lines(res.lines)
     by_no = {ln.no: ln for ln in lines}
     failures = build_failures(parse_tracebacks(lines), find_markers(lines), source=name)
+    _count_repeats(res, failures)
     cfg = extract(lines)
     env = build_environment(lines, cfg, opts.version, failures)
     if opts.command:
@@ -91,6 +92,9 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
                        keep_generic=opts.keep_generic)
     report.findings = match(cat, ctx)
     report.notes.extend(ctx.notes)
+    if res.capped:
+        report.notes.append("the log has more distinct error and traceback lines than a report can use: "
+                            "the first ones were read, the rest only counted")
     _failures_from_findings(report, by_no)
     classify(report.failures, lines, res.last_serving)
     _order_failures(report)
@@ -100,6 +104,19 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     load = res.load_before_failure if report.fatal_failures and res.load_before_failure else res.load
     recommend(report, cat, load)
     return report
+
+
+def _count_repeats(res: ScanResult, failures: list[Failure]) -> None:
+    """Tracebacks the scan saw more often than it kept (identical request errors, thousands of
+    them in a noisy log) count towards the failure their kept copy became."""
+    for header, key in res.window_keys.items():
+        more = res.repeats.get(key)
+        if more is None:
+            continue
+        f = next((f for f in failures if f.line <= header <= max(f.end_line or f.line, f.line)), None)
+        if f is not None:
+            f.count += more[0]
+            f.last_line = max(f.last_line or 0, more[1])
 
 
 def _timeline(res: ScanResult, lines: list, by_no: dict, failures: list[Failure]) -> Timeline:

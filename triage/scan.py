@@ -15,7 +15,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from triage.parse import anchors
-from triage.read import MAX_LINE
 
 FAILURE_HINTS = (b"Traceback (most recent", b"Fatal Python error", b"terminate called", b"NCCL WARN",
                  b"Watchdog caught", b"Received sigquit", b"hit an exception", b"fatal error")
@@ -54,6 +53,10 @@ class ScanResult:
     keyword_lines: set[int] = field(default_factory=set)  # lines holding a catalogue keyword
     failure_anchors: list[int] = field(default_factory=list)  # first failure-looking line per chunk
     last_serving: int = 0  # the last load line or HTTP 2xx access line: the server was still serving
+    # identical windows and lines past the copies kept: key -> (how many more, last line)
+    repeats: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    window_keys: dict[int, bytes] = field(default_factory=dict)  # header line of a kept window -> its key
+    capped: bool = False  # more distinct lines than the report could use: the rest were counted, not kept
 
 
 _SAID: set[str] = set()
@@ -172,9 +175,9 @@ def trie_regex(words: list[bytes]) -> bytes:
 
 
 def _decode(b: bytes) -> str:
-    # a line is cut at MAX_LINE whether or not it crossed a chunk border (the reader cuts
-    # those), so one huge line costs neither regex time nor report size
-    return b[:MAX_LINE].decode("utf-8", "replace")
+    # a kept line is cut at LINE_CAP (the reader already cut anything over MAX_LINE), so one
+    # huge line costs neither regex time nor report size
+    return b[:LINE_CAP].decode("utf-8", "replace")
 
 
 def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line: int, lo: int | None = None) -> int:
@@ -229,46 +232,145 @@ def _spans(chunks: Iterable[bytes | tuple[bytearray, int]]) -> Iterator[tuple[by
         yield (c, len(c)) if isinstance(c, (bytes, bytearray)) else c
 
 
+@dataclass
+class _Window:
+    """Lines after a traceback header (or a frame) that belong to it: kept until the
+    traceback has visibly ended, not for a fixed count, so that a noisy log's thousands of
+    request tracebacks do not drag in the lines around them."""
+
+    header: int  # line number of the line that opened it
+    left: int  # lines it may still take (the anchor's cap)
+    lead: bytes  # the first token of the header line, for writers that prefix every line
+    lines: list[tuple[int, bytes]] = field(default_factory=list)
+    gap: int = 0  # consecutive lines that did not look like part of a traceback
+    flagged: set[int] = field(default_factory=set)  # its lines that hold a catalogue keyword
+
+    @property
+    def done(self) -> bool:
+        return self.left <= 0 or self.gap >= WINDOW_GAP
+
+
+_TB_WORDS = (b'File "', b"Traceback", b"During handling", b"The above exception", b"^^^", b"~~~",
+             b"Stack (most recent", b"Current thread", b"Thread 0x")
+WINDOW_GAP = 6  # lines after the last traceback-looking one: the exception line and its message
+KEEP_COPIES = 16  # identical windows or lines kept; past that only counted (N ranks fit, 10,000 requests do not)
+LINE_CAP = 32 * 1024  # bytes of a kept line that any stage reads: no regex runs over a megabyte
+MAX_KEPT = 200_000  # kept lines in all; past that the report says the cap was hit
+_DIGITS = re.compile(rb"[0-9]+|0x[0-9a-fA-F]+")
+
+
+def _lead(raw: bytes) -> bytes:
+    """The writer's own prefix token ('(EngineCore_DP0', 'ERROR', '[rank3]:'), when the header
+    line has one before the traceback text; lines that start with it belong to the window."""
+    i = raw.find(b"Traceback")
+    if i <= 0:
+        i = raw.find(b'File "')
+    if i <= 0:
+        return b""
+    head = raw[:i].lstrip()
+    sp = head.find(b" ")
+    tok = head[: sp if sp > 0 else len(head)][:24]
+    return tok if len(tok) >= 3 and not tok[:1].isdigit() else b""
+
+
+def _tb_like(line: bytes, lead: bytes) -> bool:
+    if line[:1] in (b" ", b"\t") or (lead and line.startswith(lead)):
+        return True
+    head = line[:300]
+    if any(w in head for w in _TB_WORDS):
+        return True
+    # a code line behind a prefix this scan cannot name (container timestamps): still indented
+    return b"    " in line[8:200] and not line.startswith(b"INFO:")
+
+
+class _Keeper:
+    """Puts lines into the ScanResult, once, with identical windows and lines past
+    KEEP_COPIES counted instead of kept."""
+
+    def __init__(self, res: ScanResult) -> None:
+        self.res = res
+        self.seen: dict[bytes, int] = {}
+
+    def _key(self, parts: list[bytes]) -> bytes:
+        return _DIGITS.sub(b"", b"\n".join(p[:400] for p in parts))
+
+    def line(self, no: int, raw: bytes, flagged: bool) -> None:
+        if no in self.res.lines:
+            return
+        key = b"L" + self._key([raw])
+        n = self.seen.get(key, 0) + 1
+        self.seen[key] = n
+        if n > KEEP_COPIES:
+            self._repeat(key, no)
+            return
+        self._put(no, raw)
+        if flagged:
+            self.res.keyword_lines.add(no)
+
+    def window(self, w: _Window) -> None:
+        flagged_lines = w.flagged
+        key = b"W" + self._key([raw for _, raw in w.lines])
+        n = self.seen.get(key, 0) + 1
+        self.seen[key] = n
+        if n > KEEP_COPIES:
+            self._repeat(key, w.header)
+            return
+        for no, raw in w.lines:
+            if no not in self.res.lines:
+                self._put(no, raw)
+                if no in flagged_lines:
+                    self.res.keyword_lines.add(no)
+        if n == 1:
+            self.res.window_keys[w.header] = key
+
+    def _put(self, no: int, raw: bytes) -> None:
+        if len(self.res.lines) >= MAX_KEPT:
+            self.res.capped = True
+            return
+        self.res.lines[no] = _decode(raw)
+
+    def _repeat(self, key: bytes, no: int) -> None:
+        count, _last = self.res.repeats.get(key, (0, no))
+        self.res.repeats[key] = (count + 1, no)
+
+
 def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
          overflow: Iterable[bytes | tuple[bytearray, int]] | None = None) -> ScanResult:
     """One pass over `chunks` (bytes, or (buffer, n) spans from read.iter_spans).
     `overflow` (data after a byte range) only completes windows that the range's last lines
     opened; it is not scanned itself."""
     res = ScanResult(engine_used=prefilter.engine)
+    keeper = _Keeper(res)
     window_words = [(w.encode(), n) for w, n in anchors.WINDOW.items()]
     line_no = 1  # number of the first line of the current chunk
-    pending = 0  # window lines still owed from the previous chunk
+    open_w: _Window | None = None  # a window still taking lines at the end of the last chunk
     prev_load: tuple[int, str] | None = None
     failure_seen = False
     flags = prefilter.flagged
     for buf, n in _spans(chunks):
         res.total_bytes += n
-        wanted: dict[int, int] = {}  # line start offset -> window length after it
+        starts: set[int] = set()
         flagged_starts: set[int] = set()
         for end, wid in prefilter.hits(buf, n):
             start = buf.rfind(b"\n", 0, end - 1) + 1
-            if start not in wanted:
-                wanted[start] = 0
+            starts.add(start)
             if flags[wid]:
                 flagged_starts.add(start)
-        # lines owed from a window that crossed the border
-        if pending:
-            wanted[0] = max(wanted.get(0, 0), pending - 1)
-            pending = 0
-        # line numbers: count newlines between consecutive starts
         pos, no = 0, line_no
+        consumed = 0  # offset up to which the last window walked
+        last_w = open_w  # the last window walked: hits inside it mark its lines
+        if open_w is not None:
+            consumed, _ = _walk(open_w, buf, 0, n, line_no - 1)
+            if not (consumed >= n and not open_w.done):
+                open_w = None
         chunk_failure_off = -1
-        for start in sorted(wanted):
+        for start in sorted(starts):
             no += buf.count(b"\n", pos, start)
             pos = start
             eol = buf.find(b"\n", start, n)
             if eol < 0:
                 eol = n
             raw = bytes(buf[start:eol])
-            extra = wanted[start]
-            for w, k in window_words:
-                if w in raw:
-                    extra = max(extra, k)
             if chunk_failure_off < 0 and any(h in raw for h in FAILURE_HINTS):
                 chunk_failure_off = start
                 res.failure_anchors.append(no)
@@ -286,21 +388,27 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                                          list(res.load.vllm_hit_rates))
                     _summarise(buf, start, before, line_no)
                     res.load_before_failure = before
-            res.lines.setdefault(no, _decode(raw))
+            if start < consumed and last_w is not None:
+                # inside the window walked last: its lines are kept (or counted) with it
+                if start in flagged_starts:
+                    last_w.flagged.add(no)
+                continue
+            if last_w is not None and last_w is not open_w:
+                keeper.window(last_w)
+                last_w = None
+            cap = max((k for w, k in window_words if w in raw), default=0)
+            if not cap:
+                keeper.line(no, raw, start in flagged_starts)
+                continue
+            w = _Window(header=no, left=cap, lead=_lead(raw), lines=[(no, raw[:LINE_CAP])])
             if start in flagged_starts:
-                res.keyword_lines.add(no)
-            # pull in the window after this line
-            k, p, n_ = 0, eol + 1, no
-            while k < extra and p < n:
-                e = buf.find(b"\n", p, n)
-                if e < 0:
-                    e = n
-                n_ += 1
-                res.lines.setdefault(n_, _decode(buf[p:e]))
-                p = e + 1
-                k += 1
-            if k < extra and p >= n:
-                pending = max(pending, extra - k)
+                w.flagged.add(no)
+            consumed, _ = _walk(w, buf, eol + 1, n, no)
+            last_w = w
+            if consumed >= n and not w.done:
+                open_w = w  # it goes on in the next chunk
+        if last_w is not None and last_w is not open_w:
+            keeper.window(last_w)
         nl = (no - line_no) + buf.count(b"\n", pos, n)  # newlines before the last hit + after it
         lo = _summarise(buf, n, res.load, line_no)
         if lo >= 0:
@@ -317,19 +425,31 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
             line_no += 1  # the last line had no newline
         res.total_lines = line_no - 1
     res.final_load = prev_load
-    if pending and overflow is not None:
-        no = line_no
-        for buf, n in _spans(overflow):
-            p = 0
-            while pending and p < n:
-                e = buf.find(b"\n", p, n)
-                if e < 0:
-                    e = n
-                res.lines.setdefault(no, _decode(buf[p:e]))
-                no, p, pending = no + 1, e + 1, pending - 1
-            if not pending:
-                break
+    if open_w is not None:
+        if overflow is not None:
+            no = line_no - 1
+            for buf, n in _spans(overflow):
+                p, no = _walk(open_w, buf, 0, n, no)
+                if open_w.done or p < n:
+                    break
+        keeper.window(open_w)
     return res
+
+
+def _walk(w: _Window, buf: bytes | bytearray, p: int, n: int, no: int) -> tuple[int, int]:
+    """Take lines from offset p into window w until it ends or the buffer does; returns the
+    offset reached and the number of the last line taken."""
+    while not w.done and p < n:
+        e = buf.find(b"\n", p, n)
+        if e < 0:
+            e = n
+        line = bytes(buf[p : min(e, p + LINE_CAP)])
+        no += 1
+        w.lines.append((no, line))
+        w.left -= 1
+        w.gap = 0 if _tb_like(line, w.lead) else w.gap + 1
+        p = e + 1
+    return p, no
 
 
 # -- several cores on one file ---------------------------------------------------------------
@@ -398,6 +518,8 @@ def _shift(res: ScanResult, by: int) -> None:
         res.final_load = (res.final_load[0] + by, res.final_load[1])
     if res.last_serving:
         res.last_serving += by
+    res.repeats = {k: (c, last + by) for k, (c, last) in res.repeats.items()}
+    res.window_keys = {h + by: k for h, k in res.window_keys.items()}
     for summary in (res.load, res.load_before_failure):
         if summary is not None and summary.peak_line is not None:
             summary.peak_line += by
@@ -433,6 +555,12 @@ def merge(parts: list[ScanResult]) -> ScanResult:
             out.final_load = res.final_load
         out.total_bytes += res.total_bytes
         out.last_serving = max(out.last_serving, res.last_serving)
+        out.capped = out.capped or res.capped
+        for k, h in res.window_keys.items():
+            out.window_keys.setdefault(k, h)
+        for k, (c, last) in res.repeats.items():
+            have = out.repeats.get(k, (0, last))
+            out.repeats[k] = (have[0] + c, max(have[1], last))
         offset += res.total_lines
     out.total_lines = offset
     return out
