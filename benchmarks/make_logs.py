@@ -63,7 +63,7 @@ system table take tell than that the their them then there these they thing thin
 through time to token tokens too translate two under until up use user value very want was way we
 well were what when where which while who why will with word work world would write year yes you
 your
-""".split()
+""".split()  # noqa: SIM905
 
 ENDPOINTS = [("POST", "/v1/chat/completions")] * 62 + [("POST", "/generate")] * 14 + \
             [("POST", "/v1/completions")] * 8 + [("GET", "/health")] * 12 + \
@@ -279,7 +279,7 @@ class SGLangServer:
                      f'- "{method} {path} HTTP/1.1" {code} {text}')
 
     def new_rid(self) -> str:
-        return "%032x" % self.rng.getrandbits(128)
+        return f"{self.rng.getrandbits(128):032x}"
 
     def receive(self, text: str | None = None) -> None:
         r = self.rng
@@ -423,7 +423,7 @@ class SGLangServer:
         failing = sorted(rng.sample(range(self.tp), min(self.a.failing_ranks, self.tp)))
         per_rank = []
         for k in failing:
-            lines = [f"Scheduler hit an exception: Traceback (most recent call last):"]
+            lines = ["Scheduler hit an exception: Traceback (most recent call last):"]
             for path, no, fn, src in frames:
                 lines.append(f'  File "{path}", line {no}, in {fn}')
                 lines.append("    " + src)
@@ -684,7 +684,7 @@ class VLLMServer:
             f"tensor_parallel_size={tp}, pipeline_parallel_size=1, data_parallel_size=1, disable_custom_all_reduce=False, "
             "quantization=None, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, seed=0, "
             f"served_model_name={m}, enable_prefix_caching=True, chunked_prefill_enabled=True")
-        add(self.core_p("INFO", "multiproc_executor.py:720") + f"Reducing Torch parallelism from 64 threads to 1 to avoid "
+        add(self.core_p("INFO", "multiproc_executor.py:720") + "Reducing Torch parallelism from 64 threads to 1 to avoid "
             "unnecessary CPU contention. Set OMP_NUM_THREADS in the external environment to tune this value as needed.")
         self.clock.advance(9.3)
         for k in range(tp):
@@ -748,7 +748,7 @@ class VLLMServer:
 
     def receive(self) -> None:
         r = self.rng
-        rid = "chatcmpl-%032x" % r.getrandbits(128)
+        rid = f"chatcmpl-{r.getrandbits(128):032x}"
         self.rids.append(rid)
         if len(self.rids) > 96:
             del self.rids[:48]
@@ -763,7 +763,7 @@ class VLLMServer:
 
     def added(self) -> None:
         r = self.rng
-        rid = self.rids.pop(r.randrange(len(self.rids))) if self.rids else "chatcmpl-%032x" % r.getrandbits(128)
+        rid = self.rids.pop(r.randrange(len(self.rids))) if self.rids else f"chatcmpl-{r.getrandbits(128):032x}"
         self.out.add(self.api_p("INFO", "async_llm.py:328") + f"Added request {rid}.")
 
     def warning(self) -> None:
