@@ -83,10 +83,12 @@ class Sink:
         self.pending = 0
         self.written = 0
         self.lines = 0
+        self.last = 0  # length of the last line added
 
     def add(self, line: str) -> None:
         self.parts.append(line)
-        self.pending += len(line) + 1
+        self.last = len(line)
+        self.pending += self.last + 1
         self.lines += 1
         if self.pending >= self.FLUSH:
             self.flush()
@@ -631,13 +633,12 @@ class LongSGLang(SGLangServer):
         self.count += 1
         # a long line that would overshoot the size is left out (a small log may get none)
         if self.count % self.every == 0 and self.out.size + self.line_bytes < self.limit:
-            before = self.out.size
             if self.rng.random() < 0.7:
                 self.receive(self.payload())
             else:
                 self.finish(self.payload())
             self.long_lines += 1
-            self.longest = max(self.longest, self.out.size - before - 1)
+            self.longest = max(self.longest, self.out.last)  # ASCII: characters are bytes
             return
         super().step()
 
