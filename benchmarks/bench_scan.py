@@ -28,15 +28,18 @@ running; at a few MiB start-up dominates and the verdicts mean nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -137,14 +140,23 @@ def warm(path: Path) -> None:
 # --------------------------------------------------------------------------- timing
 
 def run_once(cmd: list[str] | str, shell: bool = False, env: dict | None = None,
-             keep: bool = False) -> tuple[float, int, int, bytes | None]:
-    """(wall seconds, peak RSS KiB of the largest process in the tree, exit code, stdout if keep)."""
+             keep: bool = False, timeout: float | None = None) -> tuple[float, int, int, bytes | None]:
+    """(wall seconds, peak RSS KiB of the largest process in the tree, exit code, stdout if keep).
+    A command still running after timeout seconds is killed with its process group (exit code -9)."""
     # stdout goes to a real file: some tools special-case /dev/null and stop at the first match
     with tempfile.TemporaryFile() as out:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, shell=shell, stdout=out, stderr=subprocess.DEVNULL, env=env, cwd=ROOT,
                              start_new_session=True)
-        _, status, usage = os.wait4(p.pid, 0)
+        timer = None
+        if timeout:
+            timer = threading.Timer(timeout, _kill_group, (p.pid,))
+            timer.start()
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        finally:
+            if timer:
+                timer.cancel()
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         data = None
@@ -156,22 +168,31 @@ def run_once(cmd: list[str] | str, shell: bool = False, env: dict | None = None,
     return wall, int(usage.ru_maxrss), p.returncode, data
 
 
-def measure(cmds: dict[str, dict], runs: int, log: callable) -> dict[str, dict]:
+def _kill_group(pid: int) -> None:
+    # the group of a command this harness started (start_new_session): the command and its workers
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def measure(cmds: dict[str, dict], runs: int, log: callable, timeout: float | None = None) -> dict[str, dict]:
     names = list(cmds)
-    res = {n: {"times": [], "rss_kib": 0, "codes": set(), "stdout": None} for n in names}
+    res = {n: {"times": [], "rss_kib": 0, "codes": set(), "stdout": None, "timeouts": 0} for n in names}
     for i in range(runs):
         order = names[i % len(names):] + names[:i % len(names)]  # rotate, so drift hits all alike
         for n in order:
             c = cmds[n]
             wall, rss, code, data = run_once(c["cmd"], c.get("shell", False), c.get("env"),
-                                             keep=c.get("keep", False) and i == runs - 1)
+                                             keep=c.get("keep", False) and i == runs - 1, timeout=timeout)
             r = res[n]
             r["times"].append(wall)
             r["rss_kib"] = max(r["rss_kib"], rss)
             r["codes"].add(code)
             if data is not None:
                 r["stdout"] = data
-            if code not in c.get("ok", (0, 1)):
+            if code == -signal.SIGKILL and timeout and wall >= timeout:
+                r["timeouts"] += 1
+                log(f"warning: {n} killed after --timeout {timeout:g} s; its time is a lower bound")
+            elif code not in c.get("ok", (0, 1)):
                 log(f"warning: {n} exited with {code}")
         log(f"  run {i + 1}/{runs} done")
     for r in res.values():
@@ -189,15 +210,15 @@ def check_failure_one(report: bytes | None, crash: dict | None) -> dict:
     """Is failure 1 of the JSON report the crash make_logs.py planted?"""
     if crash is None:
         return {"status": "SKIP", "why": "no crash planted"}
+    out = {"planted": {k: crash[k] for k in ("kind", "exceptions", "message", "first_line", "last_line")}}
     if not report:
-        return {"status": "FAIL", "why": "no JSON report"}
+        return {**out, "status": "FAIL", "why": "no JSON report"}
     try:
         d = json.loads(report)
     except ValueError as e:
-        return {"status": "FAIL", "why": f"report is not JSON: {e}"}
+        return {**out, "status": "FAIL", "why": f"report is not JSON: {e}"}
     fails = d.get("failures") or []
-    out = {"planted": {k: crash[k] for k in ("kind", "exceptions", "message", "first_line", "last_line")},
-           "failures": len(fails)}
+    out["failures"] = len(fails)
     if not fails:
         return {**out, "status": "FAIL", "why": "no failure reported"}
     f = fails[0]
@@ -219,8 +240,10 @@ def verdicts(shape: str, variant: str, row: dict) -> list[dict]:
     out = []
     for what, limit in TARGETS.get(shape, {}).get(variant, []):
         value = {"x_rg": row.get("x_rg"), "rss": row["rss_mib"], "x_floor": row.get("x_floor")}[what]
-        out.append({"what": what, "limit": limit, "value": value,
-                    "met": None if value is None else value <= limit})
+        met = None if value is None else value <= limit
+        if row.get("timeouts") and what != "rss" and met:
+            met = None  # a time that is only a lower bound cannot meet a target
+        out.append({"what": what, "limit": limit, "value": value, "met": met})
     return out
 
 
@@ -272,6 +295,8 @@ def parse_args(argv=None):
     ap.add_argument("--gz", action="store_true", help="also time triage on a gzip -1 copy against zcat | rg")
     ap.add_argument("--no-check", dest="check", action="store_false",
                     help="skip the failure-1 check (it reuses the last timed run's report, so costs nothing)")
+    ap.add_argument("--timeout", type=float, default=1800,
+                    help="kill a command after this many seconds (default 1800; 0: never)")
     ap.add_argument("--json", action="store_true", help="print one JSON document on stdout (progress on stderr)")
     a = ap.parse_args(argv)
     a.shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
@@ -314,11 +339,9 @@ def bench_shape(shape: str, a, log: callable, rg: str | None) -> dict:
     if shape == "small":
         cmds[FLOOR_ROW] = {"cmd": [sys.executable, "-c", IMPORTS], "env": env, "variant": "floor", "ok": (0,)}
     runs = max(a.runs, 5) if shape == "small" else a.runs
-    warm(path)
-    # one untimed pass: the catalogue cache, the interpreter's .pyc files, the page cache
-    subprocess.run(triage + [str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    warm(path)  # the page cache
     log(f"{shape}: {len(cmds)} commands x {runs} runs, alternating")
-    res = measure(cmds, runs, log)
+    res = measure(cmds, runs, log, a.timeout)
     anchor = res[RG_ROW]["seconds"] if RG_ROW in res else None
     zanchor = res["zcat | rg -c -f patterns.txt"]["seconds"] if "zcat | rg -c -f patterns.txt" in res else None
     floor = res[FLOOR_ROW]["seconds"] if FLOOR_ROW in res else None
@@ -327,7 +350,7 @@ def bench_shape(shape: str, a, log: callable, rg: str | None) -> dict:
         r = res[name]
         row = {"name": name, "variant": c["variant"], "cmd": c["cmd"] if isinstance(c["cmd"], str) else " ".join(c["cmd"]),
                "seconds": r["seconds"], "times": r["times"], "mib_s": size_mib / r["seconds"],
-               "rss_mib": r["rss_kib"] / 1024, "exit_codes": sorted(r["codes"])}
+               "rss_mib": r["rss_kib"] / 1024, "exit_codes": sorted(r["codes"]), "timeouts": r["timeouts"]}
         if c["variant"] == "gz" and zanchor:
             row["x_zcat_rg"] = r["seconds"] / zanchor
         elif anchor and c["variant"] not in ("floor", "zcat-rg"):
@@ -364,9 +387,12 @@ def print_shape(s: dict, size_mb_target: float) -> None:
             rtxt += "*"
         tg = "; ".join(fmt_verdict(v) for v in r["targets"])
         speed = "-" if s["shape"] == "small" else f"{r['mib_s']:.1f}"
-        print(f"{r['name']:44} {r['seconds']:8.3f} {speed:>8} {r['rss_mib']:6.0f} MiB {rtxt:>8}  {tg}".rstrip())
+        secs = f"{r['seconds']:.3f}" + ("+" if r["timeouts"] else "")
+        print(f"{r['name']:44} {secs:>8} {speed:>8} {r['rss_mib']:6.0f} MiB {rtxt:>8}  {tg}".rstrip())
     if any("x_zcat_rg" in r for r in s["rows"]):
         print("  * .gz row: ratio to `zcat | rg`")
+    if any(r["timeouts"] for r in s["rows"]):
+        print("  + killed at --timeout in at least one run: the time is a lower bound")
     ck = s.get("check")
     if ck:
         tag = "" if ck.get("required") else " (for information)"
@@ -374,10 +400,49 @@ def print_shape(s: dict, size_mb_target: float) -> None:
         got = f"{f1['exception']}: {(f1['message'] or '')[:70]} at line {f1['line']}" if f1 else "none"
         p = ck.get("planted", {})
         print(f"failure 1 is the planted crash{tag}: {ck['status']} - got {got}; planted {p.get('kind')} "
-              f"at lines {p.get('first_line')}-{p.get('last_line')}; {ck.get('failures', 0)} failures reported"
+              f"at lines {p.get('first_line')}-{p.get('last_line')}; {ck.get('failures', '?')} failures reported"
               + (f"; {ck['why']}" if ck.get("why") else ""))
     if s["shape"] != "small" and size_mb_target < 1024:
         print(f"(targets are for 1 GiB logs; at {size_mb_target:g} MiB start-up dominates, so the verdicts mean little)")
+
+
+def summary(results: list[dict]) -> list[dict]:
+    out = []
+    for s in results:
+        for r in s["rows"]:
+            for v in r["targets"]:
+                out.append({"shape": s["shape"], "command": r["name"], **v})
+        ck = s.get("check")
+        if ck and ck.get("required"):
+            out.append({"shape": s["shape"], "command": "failure 1 is the planted crash", "what": "check",
+                        "limit": None, "value": ck["status"], "met": ck["status"] == "PASS"})
+    return out
+
+
+def print_summary(items: list[dict], size_mb: float) -> None:
+    print(f"\n== targets{'' if size_mb >= 1024 else f' (at {size_mb:g} MiB: not the size they are set for)'} ==")
+    for t in items:
+        if t["what"] == "check":
+            figure = t["value"]
+        else:
+            unit = {"x_rg": "x rg", "rss": "MiB RSS", "x_floor": "x import floor"}[t["what"]]
+            value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
+            figure = f"{value} {unit} (target <= {t['limit']:g})"
+        state = "n/a" if t["met"] is None else ("met" if t["met"] else "NOT MET")
+        print(f"{t['shape']:6} {t['command']:32} {figure:42} {state}")
+
+
+def warm_up(log: callable) -> None:
+    """One untimed triage run on a tiny log: builds the on-disk catalogue cache and the .pyc files,
+    so that no timed run pays for them."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    with tempfile.TemporaryDirectory() as d:
+        tiny = Path(d) / "warm.log"
+        tiny.write_text("[2025-01-01 00:00:00] The server is fired up and ready to roll!\n")
+        for extra in ([], ["--no-hyperscan"]):
+            subprocess.run([sys.executable, "-m", "triage", "analyze", "--format", "json", *extra, str(tiny)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    log("warm-up done (catalogue cache, .pyc files)")
 
 
 def main(argv=None) -> int:
@@ -395,19 +460,20 @@ def main(argv=None) -> int:
         print(f"triage {env_info['triage_revision']} | {env_info['cpus']} CPUs {env_info['machine']} | Python "
               f"{env_info['python']} | {env_info['rg']} | hyperscan {'yes' if env_info['hyperscan'] else 'NO'} | "
               f"{n_patterns} rg patterns | cache {a.cache_dir}")
+    warm_up(log)
     results = []
     for shape in a.shapes:
         s = bench_shape(shape, a, log, rg)
         results.append(s)
         if not a.json:
             print_shape(s, a.size_mb)
+    items = summary(results)
     if a.json:
-        for s in results:
-            for r in s["rows"]:
-                r.pop("stdout", None)
         json.dump({"environment": env_info, "rg_patterns": n_patterns, "size_mb": a.size_mb, "runs": a.runs,
-                   "shapes": {s["shape"]: s for s in results}}, sys.stdout, indent=1, default=list)
+                   "shapes": {s["shape"]: s for s in results}, "targets": items}, sys.stdout, indent=1, default=list)
         print()
+    else:
+        print_summary(items, a.size_mb)
     failed = [s["shape"] for s in results if s.get("check", {}).get("status") == "FAIL" and s["check"].get("required")]
     return 1 if failed else 0
 
