@@ -1,0 +1,147 @@
+"""Smoke test of the benchmark harness: the log generator's shapes, the rg pattern file, --help.
+
+Small logs only (~200 KB; 2.5 MB for the long-line shape, whose lines are 600 KB), no timing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+SMALL_MB = "0.2"
+
+
+def make(tmp_path: Path, shape: str, *args: str, size: str = SMALL_MB) -> tuple[Path, dict, list[str]]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    out, meta = tmp_path / f"{shape}.log", tmp_path / f"{shape}.json"
+    subprocess.run([sys.executable, str(BENCH / "make_logs.py"), shape, "--size-mb", size, "--out", str(out),
+                    "--meta", str(meta), *args], check=True, capture_output=True, timeout=60)
+    data = out.read_bytes()
+    lines = data.decode("utf-8").split("\n")
+    assert lines[-1] == ""  # ends with a newline
+    return out, json.loads(meta.read_text()), lines[:-1]
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def crash_lines(meta: dict, lines: list[str]) -> list[str]:
+    c = meta["crash"]
+    return lines[c["first_line"] - 1:c["last_line"]]
+
+
+def test_quiet_shape_is_deterministic_sized_and_ends_in_the_crash(tmp_path):
+    path, meta, lines = make(tmp_path, "quiet")
+    again, _, _ = make(tmp_path / "again", "quiet")
+    assert path.read_bytes() == again.read_bytes()
+    assert abs(meta["bytes"] - 0.2 * 2**20) < 4096 and meta["lines"] == len(lines)
+    assert lines[0].startswith("[") and "server_args=ServerArgs(" in lines[0]
+    text = "\n".join(lines)
+    for needle in ("Load weight end", "Capture cuda graph end", "The server is fired up and ready to roll!",
+                   "Prefill batch. #new-seq:", "#cached-token:", "Decode batch. #running-req:",
+                   "gen throughput (token/s):", '" 200 OK'):
+        assert needle in text, needle
+    c = meta["crash"]
+    assert c["last_line"] == len(lines)  # the crash ends the log
+    block = crash_lines(meta, lines)
+    assert block[0].endswith("Scheduler hit an exception: Traceback (most recent call last):")
+    assert sum("Scheduler hit an exception" in ln for ln in block) == len(c["ranks"]) == 4
+    assert sum(c["message"] in ln for ln in block) == len(c["ranks"])
+    assert text.count("Received sigquit from a child process") == len(c["ranks"])
+
+
+def test_no_crash_means_no_traceback(tmp_path):
+    _, meta, lines = make(tmp_path, "quiet", "--no-crash")
+    assert meta["crash"] is None
+    assert not any("Traceback" in ln for ln in lines)
+
+
+def test_noisy_shape_has_the_request_tracebacks_and_one_crash(tmp_path):
+    _, meta, lines = make(tmp_path, "noisy", "--tracebacks", "20")
+    assert meta["request_tracebacks"] == 20 == sum(meta["request_traceback_kinds"].values())
+    starts = [i for i, ln in enumerate(lines)
+              if "ERROR:    Exception in ASGI application" in ln or "] Error in request: " in ln]
+    assert len(starts) == 20
+    c = meta["crash"]
+    assert all(i + 1 < c["first_line"] for i in starts)  # all before the crash
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert min(gaps) > 0.3 * max(gaps)  # spread through the log, not bunched
+    assert sum("Scheduler hit an exception" in ln for ln in lines) == len(c["ranks"])  # one crash, its ranks
+    assert c["first_line"] > 0.9 * len(lines)
+    assert sum(" 500 Internal Server Error" in ln or " 400 Bad Request" in ln for ln in lines) >= 10
+
+
+def test_long_shape_has_megabyte_lines_with_a_keyword(tmp_path):
+    _, meta, lines = make(tmp_path, "long", "--long-every", "200", "--line-bytes", "600000", size="2.5")
+    long = [ln for ln in lines if len(ln) > 500_000]
+    assert len(long) == meta["long_lines"] >= 2
+    assert meta["longest_line"] == max(len(ln.encode()) for ln in long)
+    keywords = ("CUDA out of memory", "an illegal memory access was encountered", "NCCL error",
+                "Segmentation fault", "is longer than the model's context length")
+    assert all(any(k in ln for k in keywords) for ln in long)
+    assert all("Receive: obj=" in ln[:200] or "Finish: obj=" in ln[:200] for ln in long)  # request content
+    assert sum(len(ln) < 5000 for ln in lines) > 100  # mixed with normal lines
+
+
+def test_vllm_shape_looks_like_a_v1_server(tmp_path):
+    _, meta, lines = make(tmp_path, "vllm")
+    head = re.compile(r"^\((APIServer|EngineCore_DP0|Worker_TP\d) pid=\d+\) (INFO|WARNING|ERROR) "
+                      r"\d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+:\d+\] ")
+    assert sum(bool(head.match(ln)) for ln in lines) > 0.7 * len(lines)
+    text = "\n".join(lines)
+    for needle in ("vLLM API server version", "(EngineCore_DP0 pid=", "Avg prompt throughput:", "Running: ",
+                   "Prefix cache hit rate:", "Application startup complete."):
+        assert needle in text, needle
+    assert text.count("EngineCore encountered a fatal error.") == 1
+    block = "\n".join(crash_lines(meta, lines))
+    assert meta["crash"]["message"] in block and "EngineDeadError" in block
+
+
+def test_pattern_file_is_catalogue_patterns_one_per_line():
+    exp = load("export_patterns")
+    lines = (BENCH / "patterns.txt").read_text(encoding="utf-8").split("\n")
+    assert lines[-1] == "" and all(lines[:-1])  # an empty pattern would match every line
+    catalogue = {p for _, p in exp.catalogue_patterns(ROOT)}
+    assert set(lines[:-1]) <= catalogue and len(lines) - 1 >= 0.9 * len(catalogue)
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep not installed")
+def test_pattern_file_is_fresh_and_rg_accepts_it():
+    p = subprocess.run([sys.executable, str(BENCH / "export_patterns.py"), "--check"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    rg = subprocess.run(["rg", "--no-config", "-c", "-f", str(BENCH / "patterns.txt")], input=b"", timeout=30)
+    assert rg.returncode == 1  # valid patterns, nothing matched
+
+
+def test_failure_one_check():
+    bench = load("bench_scan")
+    crash = {"kind": "cuda-oom", "exceptions": ["torch.OutOfMemoryError"], "message": "CUDA out of memory",
+             "first_line": 100, "last_line": 140}
+    ok = {"failures": [{"exception": "torch.OutOfMemoryError", "message": "CUDA out of memory. Tried",
+                        "line": 101, "exception_line": 120}], "findings": []}
+    assert bench.check_failure_one(json.dumps(ok).encode(), crash)["status"] == "PASS"
+    wrong = {"failures": [{"exception": "jinja2.exceptions.TemplateError", "message": "roles must alternate",
+                           "line": 12, "exception_line": 20}] + ok["failures"]}
+    assert bench.check_failure_one(json.dumps(wrong).encode(), crash)["status"] == "FAIL"
+    assert bench.check_failure_one(b"", crash)["status"] == "FAIL"
+
+
+def test_bench_scan_help_runs():
+    p = subprocess.run([sys.executable, str(BENCH / "bench_scan.py"), "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0
+    assert "--shapes" in p.stdout and "--runs" in p.stdout and "--json" in p.stdout
