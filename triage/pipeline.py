@@ -80,7 +80,9 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     opts = opts or Options()
     lines = collect_lines(res.lines)
     by_no = {ln.no: ln for ln in lines}
-    failures = build_failures(parse_tracebacks(lines), find_markers(lines), source=name)
+    tracebacks = parse_tracebacks(lines)
+    markers = find_markers(lines, [(tb.line, tb.end_line) for tb in tracebacks])
+    failures = build_failures(tracebacks, markers, source=name)
     _count_repeats(res, failures)
     cfg = extract(lines)
     env = build_environment(lines, cfg, opts.version, failures)

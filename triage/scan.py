@@ -244,6 +244,7 @@ class _Window:
     lines: list[tuple[int, bytes]] = field(default_factory=list)
     gap: int = 0  # consecutive lines that did not look like part of a traceback
     flagged: set[int] = field(default_factory=set)  # its lines that hold a catalogue keyword
+    last_tb: int = 0  # index of its last line that looked like part of a traceback
 
     @property
     def done(self) -> bool:
@@ -257,6 +258,7 @@ KEEP_COPIES = 16  # identical windows or lines kept; past that only counted (N r
 LINE_CAP = 32 * 1024  # bytes of a kept line that any stage reads: no regex runs over a megabyte
 MAX_KEPT = 200_000  # kept lines in all; past that the report says the cap was hit
 _DIGITS = re.compile(rb"[0-9]+|0x[0-9a-fA-F]+")
+_INDENTED = re.compile(rb"[^\s:] {4,}\S")
 
 
 def _lead(raw: bytes) -> bytes:
@@ -279,8 +281,9 @@ def _tb_like(line: bytes, lead: bytes) -> bool:
     head = line[:300]
     if any(w in head for w in _TB_WORDS):
         return True
-    # a code line behind a prefix this scan cannot name (container timestamps): still indented
-    return b"    " in line[8:200] and not line.startswith(b"INFO:")
+    # a code line behind a prefix this scan cannot name (container timestamps): still indented,
+    # unlike an access line's "INFO:     10.0.0.1" padding
+    return b"    " in line[8:200] and _INDENTED.search(line, 0, 200) is not None
 
 
 class _Keeper:
@@ -309,7 +312,11 @@ class _Keeper:
 
     def window(self, w: _Window) -> None:
         flagged_lines = w.flagged
-        key = b"W" + self._key([raw for _, raw in w.lines])
+        # a traceback is the same one when its frames and exception types are: request errors
+        # differ in their messages (the prompt, the token counts), not in where they were raised
+        # (up to the exception line: what follows it is whatever the server did next)
+        shape = [raw if b'File "' in raw else raw.split(b": ", 1)[0][:80] for _, raw in w.lines[: w.last_tb + 2]]
+        key = b"W" + self._key(shape)
         n = self.seen.get(key, 0) + 1
         self.seen[key] = n
         if n > KEEP_COPIES:
@@ -447,7 +454,10 @@ def _walk(w: _Window, buf: bytes | bytearray, p: int, n: int, no: int) -> tuple[
         no += 1
         w.lines.append((no, line))
         w.left -= 1
-        w.gap = 0 if _tb_like(line, w.lead) else w.gap + 1
+        if _tb_like(line, w.lead):
+            w.gap, w.last_tb = 0, len(w.lines) - 1
+        else:
+            w.gap += 1
         p = e + 1
     return p, no
 
