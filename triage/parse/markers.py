@@ -7,9 +7,8 @@ engine-dead wrappers) usually follow a primary failure and are attached to it in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import bisect
+from dataclasses import dataclass
 
 import regex
 
