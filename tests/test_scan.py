@@ -62,16 +62,23 @@ def test_byte_ranges_merge_to_the_whole(catalogue, tmp_path, parts):
     assert _report_json(merged, catalogue) == _report_json(whole, catalogue)
 
 
-def test_portable_prefilter_finds_every_word_including_overlaps():
+def test_portable_prefilter_finds_every_line_with_a_word_and_flags_it():
+    """The scan needs per line: does it hold a word, and does it hold a catalogue keyword
+    (even one overlapping an anchor). The portable engine answers that with one trie search
+    each; which occurrence it reports does not matter."""
     import re
 
     words = [b"Error", b"Error: ", b"CUDA error: an illegal", b"illegal memory", b"ab", b"abc"]
     rx = re.compile(trie_regex(words))
-    pf = Prefilter([w.decode() for w in words], prefer_hyperscan=False, flagged=["Error", "ab"])
-    text = b"xx CUDA error: an illegal memory access; Error: abc"
-    found = {pf.words[i] for _, i in pf.hits(text)}
-    assert found == {"CUDA error: an illegal", "illegal memory", "Error", "Error: ", "ab", "abc"}
-    assert [pf.words[i] for i, f in enumerate(pf.flagged) if f] == ["Error", "ab"]
+    pf = Prefilter([w.decode() for w in words], prefer_hyperscan=False, flagged=["illegal memory", "ab"])
+    text = b"xx CUDA error: an illegal memory access\nnothing\nError: abc\nplain Error\n"
+    hits = pf.hits(text)
+    lines = {text.rfind(b"\n", 0, end - 1) + 1 for end, _ in hits}
+    flagged = {text.rfind(b"\n", 0, end - 1) + 1 for end, i in hits if pf.flagged[i]}
+    starts = [0, text.index(b"nothing"), text.index(b"Error: abc"), text.index(b"plain")]
+    assert lines == {starts[0], starts[2], starts[3]}
+    assert flagged == {starts[0], starts[2]}  # "illegal memory" overlaps the longer anchor
+    assert [pf.words[i] for i, f in enumerate(pf.flagged) if f] == ["ab", "illegal memory"]
     assert rx.search(b"nothing here") is None
 
 

@@ -97,7 +97,10 @@ class Prefilter:
             except Exception as e:  # a pattern Hyperscan rejects: fall back, say so once
                 _say_once(f"Hyperscan could not compile the keywords ({e}); using the portable scanner")
         self._bwords = [w.encode() for w in self.words]
+        self._wid = {w: i for i, w in enumerate(self._bwords)}
         self._gate_rx: re.Pattern[bytes] | None = None
+        self._all_rx: re.Pattern[bytes] | None = None
+        self._flag_rx: re.Pattern[bytes] | None = None
 
     def _gates(self, sample: bytes) -> re.Pattern[bytes]:
         """The portable engine's prefilter: for each word, its rarest substring in a sample of
@@ -135,19 +138,30 @@ class Prefilter:
         if self._gate_rx is None:
             self._gate_rx = self._gates(bytes(chunk[: min(n, 64 * 1024)]))
         res: list[tuple[int, int]] = []
-        seen_line = -1
-        for m in self._gate_rx.finditer(chunk, 0, n):
+        pos = 0
+        while pos < n:
+            m = self._gate_rx.search(chunk, pos, n)
+            if m is None:
+                break
             start = chunk.rfind(b"\n", 0, m.start()) + 1
-            if start == seen_line:
-                continue
-            seen_line = start
             end = chunk.find(b"\n", m.end(), n)
-            line = bytes(chunk[start : end if end >= 0 else n])
-            for wid, w in enumerate(self._bwords):
-                i = line.find(w)
-                while i >= 0:
-                    res.append((start + i + len(w), wid))
-                    i = line.find(w, i + 1)
+            end = n if end < 0 else end
+            # only the part of a line any stage reads is searched for the words, and the gate
+            # search goes on after the line: a megabyte line costs one pass, not one per gate
+            line = bytes(chunk[start : min(end, start + LINE_CAP)])
+            # the scan only needs to know that the line holds a word, and whether one of them
+            # is a catalogue keyword: one trie search each, not one find per word
+            if self._all_rx is None:
+                self._all_rx = re.compile(trie_regex(self._bwords))
+                flagged = [w for w, f in zip(self._bwords, self.flagged, strict=True) if f]
+                self._flag_rx = re.compile(trie_regex(flagged)) if flagged else None
+            m_all = self._all_rx.search(line)
+            if m_all is not None:
+                res.append((start + m_all.end(), self._wid[m_all.group()]))
+                m_flag = self._flag_rx.search(line) if self._flag_rx is not None else None
+                if m_flag is not None:
+                    res.append((start + m_flag.end(), self._wid[m_flag.group()]))
+            pos = end + 1
         return res
 
 
@@ -358,9 +372,15 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
         res.total_bytes += n
         starts: set[int] = set()
         flagged_starts: set[int] = set()
+        start, stop = -1, -1  # the line of the previous hit: hits come in offset order
         for end, wid in prefilter.hits(buf, n):
-            start = buf.rfind(b"\n", 0, end - 1) + 1
-            starts.add(start)
+            if not start <= end - 1 < stop:
+                start = buf.rfind(b"\n", 0, end - 1) + 1
+                stop = buf.find(b"\n", end - 1, n)
+                stop = n if stop < 0 else stop
+                if end - start > LINE_CAP:
+                    continue  # past what any stage reads of a megabyte line
+                starts.add(start)
             if flags[wid]:
                 flagged_starts.add(start)
         pos, no = 0, line_no
@@ -377,7 +397,7 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
             eol = buf.find(b"\n", start, n)
             if eol < 0:
                 eol = n
-            raw = bytes(buf[start:eol])
+            raw = bytes(buf[start : min(eol, start + LINE_CAP)])
             if chunk_failure_off < 0 and any(h in raw for h in FAILURE_HINTS):
                 chunk_failure_off = start
                 res.failure_anchors.append(no)
