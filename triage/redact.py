@@ -90,6 +90,11 @@ def _walk(value: Any, ips: bool) -> Any:
     return value
 
 
+def redact_data(value: Any, ips: bool = False) -> Any:
+    """Every string in plain data (a model's dump) with secrets masked."""
+    return _walk(value, ips)
+
+
 def redact_report(report: Report, ips: bool = False) -> Report:
     """A copy of `report` with secrets (and, with `ips`, IP addresses) masked everywhere."""
     data = report.model_dump()

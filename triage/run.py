@@ -63,11 +63,11 @@ class Echo(threading.Thread):
     def __init__(self, path: str, terminal: IO[bytes]) -> None:
         super().__init__(name="triage-echo", daemon=True)
         self.follower, self.terminal = Follower(path), terminal
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
         while True:
-            stopping = self._stop.is_set()  # read before the last pass, so that the pass sees every line
+            stopping = self._halt.is_set()  # read before the last pass, so that the pass sees every line
             lines = self.follower.read_lines()
             if lines:
                 with contextlib.suppress(OSError, ValueError):
@@ -76,11 +76,11 @@ class Echo(threading.Thread):
             elif stopping:
                 break
             else:
-                self._stop.wait(POLL_INTERVAL)
+                self._halt.wait(POLL_INTERVAL)
         self.follower.close()
 
     def stop(self, timeout: float) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout)
 
 
