@@ -112,15 +112,14 @@ def run_attempt(rec: AttemptRecord, opts: WatchOptions, out: AttemptPrinter, gua
         rec.exit_code = EXIT_TIMEOUT if outcome.timed_out else exit_status(outcome.rc, failed, server.forwarded)
         if outcome.timed_out:
             rec.end = "timeout"
-        elif outcome.ready and not failed and (outcome.rc == 0 or server.forwarded is not None):
-            rec.end = "served"
         elif server.forwarded is not None:
-            rec.end = "interrupted"
+            # what a server prints while the operator stops it (a KeyboardInterrupt traceback) is no failure
+            rec.end = "served" if outcome.ready else "interrupted"
         elif failed:
             rec.end = "failed"
         else:
-            rec.end = "exited"
-        if failed and report is not None:
+            rec.end = "served" if outcome.ready and outcome.rc == 0 else "exited"
+        if rec.end == "failed" and report is not None:
             out.failure(report)
             _record_failure(rec, report)
         how = f"was killed by {signal.Signals(-outcome.rc).name}" if outcome.rc < 0 else f"exited with status {outcome.rc}"
