@@ -77,7 +77,8 @@ def test_adds_the_flag_and_the_second_attempt_holds(tmp_path):
 
 def test_removes_the_flag_and_leaves_the_ready_server_running(tmp_path):
     """Capture crash with --enable-torch-compile; until ready (the default), JSON events."""
-    p = retry(tmp_path, "compile", "--retry", "1", "--format", "json", flags=("--enable-torch-compile",))
+    p = retry(tmp_path, "compile", "--retry", "1", "--format", "json",
+              flags=("--enable-torch-compile", "--api-key", "s3cr3t-value"))
     evs = events(p.stdout)
     summary = evs[-1]
     _reap(summary["attempts"][-1].get("pid"))
@@ -93,6 +94,9 @@ def test_removes_the_flag_and_leaves_the_ready_server_running(tmp_path):
     assert "--enable-torch-compile" in summary["attempts"][0]["command"]
     assert "--enable-torch-compile" not in summary["command"]
     assert "leaving the server running" in p.stderr
+    # the commands in the events are redacted like a report: flag and value are judged together
+    assert "s3cr3t-value" not in p.stdout and "--api-key [REDACTED]" in summary["command"]
+    assert summary["attempts"][0]["launch"]["argv"][-1] == "[REDACTED]"
 
 
 def test_sets_the_environment_variable(tmp_path):

@@ -91,8 +91,17 @@ def _announce(rec: AttemptRecord, out: AttemptPrinter) -> None:
     note(f"attempt {rec.number}: logging to {rec.log}")
     out.attempt = rec.number
     if out.json:
-        out.event({"event": "attempt", "command": rec.command, "argv": rec.launch.argv, "env": rec.launch.env,
+        launch = _redacted_launch(rec.launch, out.redact, out.redact_ips)
+        out.event({"event": "attempt", "command": launch.shell(), "argv": launch.argv, "env": launch.env,
                    "log": rec.log})
+
+
+def _redacted_launch(launch: Launch, redact: bool, ips: bool) -> Launch:
+    if not redact:
+        return launch
+    from triage.redact import redact_argv, redact_env
+
+    return Launch(argv=redact_argv(launch.argv, ips), env=redact_env(launch.env, ips))
 
 
 def _relaunch(n: int, d: Decision, out: AttemptPrinter) -> None:
@@ -117,6 +126,11 @@ def _print_summary(summary: RetrySummary, opts: WatchOptions) -> None:
     if opts.redact:
         from triage.redact import redact_data
 
+        for a in summary.attempts:  # flag and value together, before the strings are walked one by one
+            a.launch = _redacted_launch(a.launch, True, opts.redact_ips)
+            a.command = a.launch.shell()
+        if summary.held is not None:
+            summary.command = summary.attempts[summary.held - 1].command
         summary = RetrySummary.model_validate(redact_data(summary.model_dump(), opts.redact_ips))
     text = retry_out.summary_json(summary) if opts.fmt == "json" else retry_out.summary_markdown(summary)
     sys.stdout.write(text)
