@@ -447,6 +447,7 @@ examples:
 WK = """\
 id: my-restart-frobnicator
 engine: any
+auto: false
 title: Restart the frobnicator
 action: restart the frobnicator
 cost: A few seconds of downtime while it restarts.
