@@ -447,10 +447,10 @@ examples:
 WK = """\
 id: my-restart-frobnicator
 engine: any
-auto: false
 title: Restart the frobnicator
 action: restart the frobnicator
 cost: A few seconds of downtime while it restarts.
+auto: false
 """
 
 
