@@ -14,6 +14,18 @@ fixtures/sglang-nsa-tp8.log (startup, load, crash) and fixtures/sglang-chained-c
   late           creates the log only after 1 s, then starts up and becomes ready
   sigint         becomes ready, then serves until SIGINT: writes a line and exits 42
   crash-exit     crashes during capture, exits 7
+
+Scenarios for `run --retry`, each a catalogued failure that a launch change avoids; SGLang flags
+after the scenario are taken as the server's own and printed in its ServerArgs line:
+
+  nsa            ready, then dies under load of sglang-nsa-page-table-1-flattened unless
+                 --disable-radix-cache is given; with it, serves and exits 0
+  compile        dies capturing CUDA graphs of sglang-torch-compile-stream-capturing while
+                 --enable-torch-compile is given; without it, ready, serves, exits 0
+  detok          ready, then the detokenizer dies (sglang-detokenizer-decode-status-evicted)
+                 unless SGLANG_DETOKENIZER_MAX_STATES is set; with it, serves and exits 0
+  unknown        dies while loading of an exception no signature describes
+  gpu-lost       a GPU falls off the bus while loading (cuda-gpu-fallen-off-bus), exits 1
 """
 
 from __future__ import annotations
@@ -27,10 +39,16 @@ import time
 TS = "2025-06-24 22:26:47"
 TP = 2
 
+
+
+def server_args(flags: list[str]) -> str:
+    return (f"[{TS}] server_args=ServerArgs(model_path='deepseek-ai/DeepSeek-V3.2-Exp', tp_size={TP}, "
+            f"attention_backend='nsa', kv_cache_dtype='fp8_e4m3', disable_radix_cache={'--disable-radix-cache' in flags}, "
+            "disable_cuda_graph=False, cuda_graph_max_bs=256, "
+            f"enable_torch_compile={'--enable-torch-compile' in flags}, watchdog_timeout=300)")
+
+
 HEAD = [
-    f"[{TS}] server_args=ServerArgs(model_path='deepseek-ai/DeepSeek-V3.2-Exp', tp_size={TP}, "
-    "attention_backend='nsa', disable_radix_cache=False, disable_cuda_graph=False, cuda_graph_max_bs=256, "
-    "enable_torch_compile=False, watchdog_timeout=300)",
     *(f"[{TS} TP{r}] Attention backend not set. Use nsa backend by default." for r in range(TP)),
     *(f"[{TS} TP{r}] Init torch distributed begin." for r in range(TP)),
     *(f"[{TS} TP{r}] Init torch distributed ends. mem usage=1.33 GB" for r in range(TP)),
@@ -122,6 +140,68 @@ def _load_crash() -> list[str]:
 LOAD_CRASH = _load_crash()
 
 
+def prefill(cached: bool) -> list[str]:
+    """Requests sharing a system prompt: the radix cache serves 3 of every 4 prompt tokens."""
+    return [f"[{TS} TP0] Prefill batch. #new-seq: 4, #new-token: {2048 if cached else 8192}, "
+            f"#cached-token: {6144 if cached else 0}, token usage: 0.{n:02d}, #running-req: {n}, #queue-req: 0"
+            for n in (8, 60)]
+
+
+DETOK_CRASH = [
+    f"[{TS}] DetokenizerManager hit an exception: Traceback (most recent call last):",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/detokenizer_manager.py", line 224, in run_detokenizer_process',
+    "    manager.event_loop()",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/detokenizer_manager.py", line 158, in event_loop',
+    "    s = self.decode_status[recv_obj.rids[i]]",
+    "KeyError: 'dc49ad867dc144249f59f4e85c7229cd'",
+    "",
+    f"[{TS}] Received sigquit from a child process. It usually means the child failed.",
+]
+
+UNKNOWN_CRASH = [
+    f"[{TS} TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2708, in run_scheduler_process',
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/model_loader/frobnicate.py", line 77, in frobnicate_shards',
+    "    raise ValueError(f\"shard {idx} frobnication checksum mismatch: {got:#x} != {want:#x}\")",
+    "ValueError: shard 17 frobnication checksum mismatch: 0x3f2a != 0x3f2b",
+    "",
+    f"[{TS}] Received sigquit from a child process. It usually means the child failed.",
+]
+
+GPU_LOST = [
+    "NVRM: Xid (PCI:0000:06:00): 79, pid=3852, GPU has fallen off the bus.",
+    f"[{TS} TP1] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2708, in run_scheduler_process',
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)",
+    '  File "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py", line 399, in synchronize',
+    "    return torch._C._cuda_synchronize()",
+    "RuntimeError: CUDA error: unspecified launch failure",
+    "",
+    f"[{TS}] Received sigquit from a child process. It usually means the child failed.",
+]
+
+
+def retry_scenario(name: str, log: Log, flags: list[str]) -> int:
+    """The scenarios a launch change gets past; see the module docstring."""
+    if name in ("unknown", "gpu-lost"):
+        log.write(HEAD + LOAD[:2] + (UNKNOWN_CRASH if name == "unknown" else GPU_LOST))
+        return 1
+    log.write(HEAD + LOAD + KV + CAPTURE)
+    if name == "compile" and "--enable-torch-compile" in flags:
+        log.write(CAPTURE_CRASH)
+        return 1
+    log.write(CAPTURE_END + SERVE[:2] + prefill(cached="--disable-radix-cache" not in flags) + SERVE[2:])
+    if name == "nsa" and "--disable-radix-cache" not in flags:
+        log.write(LOAD_CRASH)
+        return 1
+    if name == "detok" and not os.environ.get("SGLANG_DETOKENIZER_MAX_STATES"):
+        log.write(DETOK_CRASH)
+        return 1
+    log.write(SERVE[-1:])
+    return 0
+
+
 class Log:
     def __init__(self, path: str | None, delay: float) -> None:
         self.path, self.delay = path, delay
@@ -145,7 +225,11 @@ def main() -> int:
     ap.add_argument("scenario")
     ap.add_argument("--log")
     ap.add_argument("--delay", type=float, default=0.01)
-    a = ap.parse_args()
+    a, flags = ap.parse_known_args()
+    if a.scenario in ("nsa", "compile", "detok", "unknown", "gpu-lost"):
+        log = Log(a.log, a.delay)
+        log.write([server_args(flags)])
+        return retry_scenario(a.scenario, log, flags)
     if a.scenario == "late":
         time.sleep(1.0)
     if a.scenario == "sigint":
@@ -154,7 +238,7 @@ def main() -> int:
             sys.exit(42)
         signal.signal(signal.SIGINT, on_sigint)
     log = Log(a.log, a.delay)
-    log.write(HEAD + LOAD[:3])
+    log.write([server_args(flags), *HEAD, *LOAD[:3]])
     if a.scenario == "rotate":
         time.sleep(0.3)  # let the watcher read the first file before it moves
         log.rotate()

@@ -107,6 +107,27 @@ def test_check_reports_failing_examples_and_unknown_flags(tmp_path):
     assert "--no-such-flag does not exist" in summary
 
 
+def test_every_workaround_says_whether_it_is_automatic(tmp_path):
+    """A missing `auto:` loads as "not automatic" but is a check problem; `auto: true` is refused
+    on a workaround with an action (a step outside the launch command)."""
+    root = write(tmp_path, "frob.yaml", GOOD)
+    wk = root / "workarounds"
+    wk.mkdir()
+    (wk / "w.yaml").write_text("id: user-flag\nengine: sglang\ntitle: A flag\nflags: {add: [--disable-radix-cache]}\n"
+                               "cost: Prefill of shared prefixes is recomputed.\n")
+    cat = load_catalogue([str(root)])
+    assert cat.workarounds["user-flag"].auto is None and not cat.workarounds["user-flag"].automatic
+    problems, summary = check([str(root)], [], verbose=False)
+    assert problems == 1 and "user-flag: missing 'auto: true|false'" in summary, summary
+    (wk / "w.yaml").write_text("id: user-drain\nengine: any\ntitle: Drain the node\nauto: true\n"
+                               "action: Cordon and drain the node.\ncost: The node's capacity is lost.\n")
+    with pytest.raises(CatalogueError, match=r"w.yaml:1: .*auto: true is only for a workaround that changes flags or env"):
+        load_catalogue([str(root)])
+    for wid, w in load_catalogue().workarounds.items():
+        assert w.auto is not None, wid
+        assert not (w.automatic and w.action), wid
+
+
 def test_duplicate_ids_and_unknown_workarounds(tmp_path):
     root = write(tmp_path, "a.yaml", GOOD)
     (root / "signatures" / "b.yaml").write_text(GOOD)

@@ -450,6 +450,7 @@ engine: any
 title: Restart the frobnicator
 action: restart the frobnicator
 cost: A few seconds of downtime while it restarts.
+auto: false
 """
 
 

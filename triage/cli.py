@@ -243,7 +243,7 @@ def watch(
 
 @app.command(context_settings={"allow_interspersed_args": False})
 def run(
-    command: Annotated[list[str], typer.Argument(metavar="COMMAND", help="The server's launch command.")],
+    command: Annotated[Optional[list[str]], typer.Argument(metavar="COMMAND", help="The server's launch command.")] = None,  # noqa: UP045 - optional only for --dry-run
     log: Annotated[Optional[str], typer.Option("--log", "-l", help="Log file to write (default: triage-run-<timestamp>.log here).")] = None,  # noqa: UP045
     timeout: TimeoutOpt = None,
     format: EventFormatOpt = Format.md,
@@ -251,14 +251,29 @@ def run(
     catalogue: CatalogueOpt = None,
     no_redact: NoRedactOpt = False,
     redact_ips: RedactIpsOpt = False,
+    retry: Annotated[Optional[int], typer.Option("--retry", metavar="N", help="When the server dies of a known failure with a workaround that can be applied automatically, relaunch it with that workaround, at most N times; then summarise (docs/watch.md).")] = None,  # noqa: UP045
+    until: Annotated[Optional[str], typer.Option("--until", metavar="ready|exit", help="With --retry. ready (default): an attempt holds once ready, and is left running; exit: it holds by serving until it exits cleanly or you stop it.")] = None,  # noqa: UP045
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --retry: print the changes that would be made for the failure in the existing --log FILE, in order; start nothing.")] = False,
 ) -> None:
     """Start a server, tee its output to the terminal and a log, and watch it; exit with its status."""
-    from triage.run import run_command
     from triage.watch import WatchOptions
 
-    opts = WatchOptions(timeout=timeout, until="exit", fmt=format.value, grace=grace,
-                        catalogue_dirs=[str(p) for p in catalogue or []], redact=not no_redact, redact_ips=redact_ips)
-    raise typer.Exit(run_command(command, log, opts))
+    if retry is None and (until is not None or dry_run):
+        raise TriageError("--until and --dry-run go with --retry N")
+    opts = WatchOptions(timeout=timeout, until=until or ("ready" if retry is not None else "exit"), fmt=format.value,
+                        grace=grace, catalogue_dirs=[str(p) for p in catalogue or []], redact=not no_redact,
+                        redact_ips=redact_ips)
+    if retry is None:
+        from triage.run import run_command
+
+        raise typer.Exit(run_command(command or [], log, opts))
+    from triage.retry.loop import plan_from_log, retry_command
+
+    if dry_run:
+        if log is None:
+            raise TriageError("--dry-run reads the log of a failed server: give it with --log FILE")
+        raise typer.Exit(plan_from_log(log, command or [], opts, retry))
+    raise typer.Exit(retry_command(command or [], log, opts, retry))
 
 
 @app.command()

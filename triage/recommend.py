@@ -130,14 +130,19 @@ def recommend(report: Report, cat: Catalogue, load: LoadSummary | None) -> None:
     for failure in report.failures:
         failure.hints = hints_for(failure, env.engine, env.version)
     for finding in report.findings:
-        text = "\n".join(e.text for e in finding.evidence)
-        if finding.failure is not None:
-            f = report.failures[finding.failure]
-            text = "\n".join([f.message, *(e.text for e in f.raw[-40:]), text])
-        finding.workarounds = _for_finding(finding, cat, env, idx, load, text)
+        finding.workarounds = _for_finding(finding, cat, env, idx, load, finding_text(report, finding))
         if finding.failure is not None and not finding.generic:
             _rank_hints(finding.workarounds, report.failures[finding.failure].hints)
     report.patched_command = patched_command(report, cat)
+
+
+def finding_text(report: Report, finding: Finding) -> str:
+    """The failure's own words, where a workaround's value rule looks for its value."""
+    text = "\n".join(e.text for e in finding.evidence)
+    if finding.failure is not None:
+        f = report.failures[finding.failure]
+        text = "\n".join([f.message, *(e.text for e in f.raw[-40:]), text])
+    return text
 
 
 def _rank_hints(recs: list[Workaround], hints: list[Workaround]) -> None:

@@ -90,6 +90,26 @@ def _walk(value: Any, ips: bool) -> Any:
     return value
 
 
+def redact_data(value: Any, ips: bool = False) -> Any:
+    """Every string in plain data (a model's dump) with secrets masked."""
+    return _walk(value, ips)
+
+
+def redact_argv(argv: list[str], ips: bool = False) -> list[str]:
+    """An argv with secrets masked. A flag and its value are separate items, so the value after a
+    flag named like a secret (`--api-key KEY`) is masked whatever it looks like."""
+    out = []
+    for i, arg in enumerate(argv):
+        prev = argv[i - 1] if i else ""
+        named_secret = prev.startswith("-") and "=" not in prev and SECRET_SETTING.search(prev.lstrip("-").replace("-", "_"))
+        out.append(MASK if named_secret else redact_text(arg, ips))
+    return out
+
+
+def redact_env(env: dict[str, str], ips: bool = False) -> dict[str, str]:
+    return {k: MASK if secret_setting(k, v) else redact_text(v, ips) for k, v in env.items()}
+
+
 def redact_report(report: Report, ips: bool = False) -> Report:
     """A copy of `report` with secrets (and, with `ips`, IP addresses) masked everywhere."""
     data = report.model_dump()

@@ -16,12 +16,13 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
 from typing import IO
 
 from triage.errors import EXIT_FAILURE, EXIT_TIMEOUT, TriageError
-from triage.watch import POLL_INTERVAL, Printer, Ready, Watcher, WatchOptions, check_options, note
+from triage.watch import POLL_INTERVAL, Follower, Printer, Ready, Watcher, WatchOptions, check_options, note
 
 STOP_WAIT = 10.0  # seconds a server gets to stop after SIGTERM before SIGKILL
 EXIT_AFTER_FAILURE_WAIT = 5.0  # a crashed server usually exits within a second; wait this long for it
@@ -55,26 +56,64 @@ class Tee(threading.Thread):
                 self.terminal.flush()
 
 
-class Server:
-    """The spawned command: its own process group, signals forwarded to the whole group."""
+class Echo(threading.Thread):
+    """For a server that writes its log file itself: copies the lines it appends to the terminal
+    until stopped, then what is left."""
 
-    def __init__(self, command: list[str], log: IO[bytes]) -> None:
-        env = dict(os.environ)
+    def __init__(self, path: str, terminal: IO[bytes]) -> None:
+        super().__init__(name="triage-echo", daemon=True)
+        self.follower, self.terminal = Follower(path), terminal
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while True:
+            stopping = self._halt.is_set()  # read before the last pass, so that the pass sees every line
+            lines = self.follower.read_lines()
+            if lines:
+                with contextlib.suppress(OSError, ValueError):
+                    self.terminal.write(b"".join(ln.encode("utf-8", "replace") + b"\n" for ln in lines))
+                    self.terminal.flush()
+            elif stopping:
+                break
+            else:
+                self._halt.wait(POLL_INTERVAL)
+        self.follower.close()
+
+    def stop(self, timeout: float) -> None:
+        self._halt.set()
+        self.join(timeout)
+
+
+class Server:
+    """The spawned command: its own process group, signals forwarded to the whole group.
+
+    `env` is set on top of triage's own environment. A `detached` server writes its log file
+    itself instead of through a pipe to triage, so that it can keep running after triage exits
+    (`run --retry --until ready`); its terminal copy then follows the file."""
+
+    def __init__(self, command: list[str], log: IO[bytes], env: dict[str, str] | None = None,
+                 detached: bool = False) -> None:
+        full_env = {**os.environ, **(env or {})}
         # Python servers block-buffer stdout into a pipe; the watcher needs lines as they happen
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        full_env.setdefault("PYTHONUNBUFFERED", "1")
+        stdout: IO[bytes] | int = log if detached else subprocess.PIPE
         try:
-            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                         start_new_session=True, env=env)
+            self.proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True,
+                                         env=full_env, stdin=subprocess.DEVNULL if detached else None)
         except FileNotFoundError:
             raise TriageError(f"{command[0]}: command not found") from None
         except PermissionError:
             raise TriageError(f"{command[0]}: permission denied") from None
         except OSError as e:
             raise TriageError(f"{command[0]}: cannot start ({e.strerror or e})") from None
-        assert self.proc.stdout is not None
         terminal = getattr(sys.stderr, "buffer", sys.stderr)
-        self.tee = Tee(self.proc.stdout, log, terminal)
-        self.tee.start()
+        self.output: Tee | Echo
+        if detached:
+            self.output = Echo(str(log.name), terminal)
+        else:
+            assert self.proc.stdout is not None
+            self.output = Tee(self.proc.stdout, log, terminal)
+        self.output.start()
         self.forwarded: int | None = None  # the last signal passed on from the operator
         self._signals = 0
 
@@ -114,7 +153,10 @@ class Server:
 
     def finish_output(self) -> None:
         # a daemon grandchild may hold the pipe open after the server is gone: do not wait for it forever
-        self.tee.join(2.0)
+        if isinstance(self.output, Echo):
+            self.output.stop(2.0)
+        else:
+            self.output.join(2.0)
 
 
 def exit_status(rc: int, failed: bool, forwarded: int | None) -> int:
@@ -156,7 +198,26 @@ def run_command(command: list[str], log_path: str | None, opts: WatchOptions) ->
         log.close()
 
 
+@dataclass
+class Outcome:
+    """How watching a server ended."""
+
+    rc: int | None  # the server's raw status; None: still running (ready, and told to stop there)
+    ready: bool = False
+    timed_out: bool = False
+
+
 def _supervise(server: Server, w: Watcher, out: Printer, opts: WatchOptions) -> int:
+    outcome = supervise(server, w, out, opts)
+    if outcome.timed_out:
+        return EXIT_TIMEOUT
+    assert outcome.rc is not None  # not told to stop at ready: the server is gone
+    return _finish(server, w, out, outcome.rc)
+
+
+def supervise(server: Server, w: Watcher, out: Printer, opts: WatchOptions, stop_at_ready: bool = False) -> Outcome:
+    """Watch the server's log until it exits, fails, times out before ready, or (with
+    `stop_at_ready`) becomes ready; the server is stopped on a failure or a timeout."""
     deadline = w.started + opts.timeout if opts.timeout else None
     ready = False
 
@@ -173,11 +234,13 @@ def _supervise(server: Server, w: Watcher, out: Printer, opts: WatchOptions) -> 
             events, n = w.poll()
             for ev in events:
                 handle(ev)
+                if ready and stop_at_ready:
+                    return Outcome(None, ready=True)
             rc = server.returncode
             if rc is not None:
                 server.finish_output()
                 w.drain(handle)
-                return _finish(server, w, out, rc)
+                return Outcome(rc, ready)
             if w.failure_due() and w.confirm() is not None:
                 # let the server die of its failure so that its own status is reported
                 if server.wait(EXIT_AFTER_FAILURE_WAIT) is None:
@@ -185,12 +248,11 @@ def _supervise(server: Server, w: Watcher, out: Printer, opts: WatchOptions) -> 
                     server.stop()
                 server.finish_output()
                 w.drain(handle)
-                return _finish(server, w, out, server.proc.wait())
+                return Outcome(server.proc.wait(), ready)
             if not ready and deadline is not None and w.clock() >= deadline:
                 out.timeout(w, opts.timeout or 0.0)
                 note("stopping the server")
-                server.stop()
-                return EXIT_TIMEOUT
+                return Outcome(server.stop(), timed_out=True)
             out.status(w)
             if not n:
                 time.sleep(POLL_INTERVAL)

@@ -134,6 +134,7 @@ class Watcher:
     catalogue_dirs: list[str] = field(default_factory=list)
     grace: float = 2.0
     clock: Callable[[], float] = time.monotonic
+    catalogue: Catalogue | None = None  # loaded on the first failure when not given
 
     def __post_init__(self) -> None:
         self.follower = Follower(self.path)
@@ -145,7 +146,7 @@ class Watcher:
         self._generation = 0
         self._last_line_at = self.started
         self._block_opened_at: float | None = None
-        self._catalogue: Catalogue | None = None
+        self._catalogue: Catalogue | None = self.catalogue
 
     def poll(self) -> tuple[list[PhaseChange | Ready], int]:
         """Read what is new; returns the events and how many lines were read."""
@@ -276,9 +277,7 @@ class Printer:
             from triage.redact import redact_report
 
             report = redact_report(report, ips=self.redact_ips)
-        f = report.failures[0] if report.failures else None
-        where = f" at line {f.line}: {f.exception}: {f.message}"[:200] if f else ""
-        note(f"failure{where}")
+        failure_note(report)
         if self.json:
             self.event({"event": "failure", **report_dict(report)})
         else:
@@ -308,6 +307,12 @@ class Printer:
         sys.stdout.write(f"# Triage: {w.path} timed out\n\n**Verdict:** {verdict}\n\n"
                          f"## Last {len(last)} lines\n\n{codeblock(body, 'text')}\n")
         sys.stdout.flush()
+
+
+def failure_note(report: Report) -> None:
+    f = report.failures[0] if report.failures else None
+    where = f" at line {f.line}: {f.exception}: {f.message}"[:200] if f else ""
+    note(f"failure{where}")
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Checks: schema (file, line, field), unique ids, workaround references resolve, regexes
 compile, every pattern carries one of its keywords (so the prefilter can never hide a
 match), no pattern backtracks catastrophically, workaround flags exist in the engine's CLI,
-and each signature's examples produce (or, for near misses, do not produce) its finding.
+every workaround says whether `triage run --retry` may apply it unattended (`auto:`), and each
+signature's examples produce (or, for near misses, do not produce) its finding.
 """
 
 from __future__ import annotations
@@ -116,6 +117,14 @@ def _flag_problems(cat: Catalogue) -> list[tuple[str, str]]:
     return out
 
 
+def _auto_problems(cat: Catalogue) -> list[tuple[str, str]]:
+    """The loader takes a missing `auto:` as false so that an older entry still loads; the check
+    insists on an explicit answer, so that nobody gets the unattended behaviour by omission."""
+    return [(f"{cat.workaround_paths[wid]}:1", f"{wid}: missing 'auto: true|false' (may `triage run --retry` "
+             "apply it unattended? true only for a pure flag or env change that is safe to apply blindly)")
+            for wid, w in cat.workarounds.items() if w.auto is None]
+
+
 def _run_examples(cat: Catalogue) -> tuple[int, list[tuple[str, str]]]:
     from triage.pipeline import Options, analyze_text
 
@@ -194,6 +203,7 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
             problems.append((s.path, f"{s.spec.id}: {p}"))
         problems.extend((s.path, f"{s.spec.id}: {p}") for p in todo_problems(s))
     problems.extend(_flag_problems(cat))
+    problems.extend(_auto_problems(cat))
     n_examples = 0
     if not any("unknown workaround" in p for _, p in problems):
         n_examples, ex_problems = _run_examples(cat)

@@ -69,6 +69,9 @@ class WorkaroundSpec(Strict):
     cost: str = Field(min_length=10)
     value: ValueRule | None = None
     conflicts: list[str] = Field(default_factory=list)
+    # may `triage run --retry` apply it unattended? None: the entry does not say (entries from
+    # before the field, or from other catalogues), which counts as no; `catalogue check` flags it
+    auto: bool | None = None
 
     _env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env_strings(v)))
 
@@ -76,7 +79,14 @@ class WorkaroundSpec(Strict):
     def _does_something(self) -> WorkaroundSpec:
         if not (self.flags.add or self.flags.remove or self.env or self.action):
             raise ValueError("a workaround needs flags, env or an action")
+        if self.auto and (self.action or not (self.flags.add or self.flags.remove or self.env)):
+            # an action is a step outside the launch command (drain a node, reinstall): never unattended
+            raise ValueError("auto: true is only for a workaround that changes flags or env and has no action")
         return self
+
+    @property
+    def automatic(self) -> bool:
+        return self.auto is True
 
 
 class DebugSpec(Strict):

@@ -65,7 +65,8 @@ def show_markdown(cat: Catalogue, ident: str) -> str:
             out.append(f"{i}. `{wid}` (missing from the catalogue)")
             continue
         change = "; ".join(f"{verb.lower()} {what}" for verb, what in _changes(w))
-        out.append(f"{i}. **{inline(w.title)}** (`{w.id}`, {w.engine}): {change}.")
+        auto = ", applied by `run --retry`" if w.automatic else ""
+        out.append(f"{i}. **{inline(w.title)}** (`{w.id}`, {w.engine}{auto}): {change}.")
         out.append(f"   Cost: {' '.join(w.cost.split())}")
     out.append("")
     if sp.debug:
@@ -106,7 +107,8 @@ def _changes(w: WorkaroundSpec) -> list[tuple[str, str]]:
 def _show_workaround(cat: Catalogue, wid: str) -> str:
     w = cat.workarounds[wid]
     users = sorted(s.spec.id for s in cat.signatures.values() if wid in s.spec.workarounds)
-    out = [f"# {inline(w.title)}", "", f"`{w.id}` · {w.engine}", ""]
+    auto = "applied automatically by `run --retry`" if w.automatic else "never applied automatically"
+    out = [f"# {inline(w.title)}", "", f"`{w.id}` · {w.engine} · {auto}", ""]
     out += [f"{verb}: {what}" for verb, what in _changes(w)]
     out += ["", "Cost: " + " ".join(w.cost.split()), "", "Used by: " + (", ".join(f"`{u}`" for u in users) or "nothing")]
     return "\n".join(out) + "\n"
