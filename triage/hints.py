@@ -82,17 +82,18 @@ def _direction(text: str, idx: FlagIndex | None) -> tuple[list[str], list[str], 
     return add, remove, named
 
 
-def hints_for(failure: Failure, engine: str | None, version: str | None) -> list[Workaround]:
+def hints_for(failure: Failure, engine: str | None, version: str | None,
+              messages: dict[int, str]) -> list[Workaround]:
+    """The engine's own suggestions printed with a failure. `messages` are the parsed lines'
+    messages by line number (prefixes already peeled by the parse stage)."""
     idx = flag_index(engine) if engine else None
     lines: list[tuple[int | None, str]] = [(failure.exception_line, failure.message)]
-    lines += [(e.line, e.text) for e in failure.raw]
+    lines += [(e.line, messages.get(e.line, e.text)) for e in failure.raw]
     out: list[Workaround] = []
     seen: set[str] = set()
     after = False
     for no, raw in lines:
-        from triage.parse.lines import parse_line
-
-        text = parse_line(no or 0, raw).message.strip() if raw else ""
+        text = raw.strip() if raw else ""
         if "Possible solutions" in text:
             after = True
             text = text.split("Possible solutions", 1)[1].lstrip(": ")

@@ -15,15 +15,19 @@ import regex
 
 from triage.parse.lines import LogLine
 from triage.parse.markers import BENIGN, MARKERS
-from triage.parse.timeline import GRAPH_BEGIN, GRAPH_END, LOADING, READY, WEIGHTS
-from triage.scan import FAILURE_HINTS
+from triage.parse.timeline import (
+    CUDA_GRAPHS,
+    KV_CACHE,
+    LOADING_WEIGHTS,
+    READY_PHASE,
+    STARTING,
+    WARMING_UP,
+    next_phase,
+)
+from triage.vocabulary import FAILURE_HINTS
 
-STARTING = "starting"
-LOADING_WEIGHTS = "loading weights"
-KV_CACHE = "allocating KV cache"
-CUDA_GRAPHS = "capturing CUDA graphs"
-WARMING_UP = "warming up"
-READY_PHASE = "ready"
+__all__ = ["CUDA_GRAPHS", "KV_CACHE", "LOADING_WEIGHTS", "READY_PHASE", "STARTING", "WARMING_UP",
+           "FailureBlock", "PhaseChange", "PhaseTracker", "failure_marker"]
 
 # tqdm-style progress as the engines print it:
 #   Loading safetensors checkpoint shards:  55% Completed | 90/163 [00:22<00:18, 4.17it/s]
@@ -84,24 +88,7 @@ class PhaseTracker:
         return change
 
     def _target(self, ln: LogLine) -> str | None:
-        msg = ln.message
-        if self.phase == READY_PHASE:
-            return None
-        if READY.search(msg):
-            # SGLang's uvicorn says "Application startup complete" before its warm-up request;
-            # only "fired up" means it serves. vLLM has no such request: startup complete is ready.
-            if "Application startup complete" in msg and self._sglang:
-                return WARMING_UP
-            return READY_PHASE
-        if LOADING.search(msg):
-            return LOADING_WEIGHTS if self.phase == STARTING else None
-        if WEIGHTS.search(msg):
-            return KV_CACHE if self.phase in (STARTING, LOADING_WEIGHTS) else None
-        if GRAPH_BEGIN.search(msg):
-            return CUDA_GRAPHS if self.phase != WARMING_UP else None
-        if GRAPH_END.search(msg):
-            return WARMING_UP
-        return None
+        return next_phase(self.phase, ln.message, self._sglang)
 
     def _progress(self, raw: str) -> None:
         # a tqdm line holds many \r-separated updates; the last one is the current state

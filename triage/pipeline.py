@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from triage.catalogue.load import Catalogue, load_catalogue
+from triage.hints import hints_for
 from triage.match import finding_rank
 from triage.models import Evidence, Failure, LoadFigures, Report, Timeline
 from triage.parse.config import extract
@@ -36,7 +37,7 @@ def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True) -> Prefilter:
 
     Keyed by the keywords themselves, not the catalogue object: an id() can be reused by a
     later, different catalogue once the first is gone."""
-    from triage.parse import anchors
+    from triage import vocabulary as anchors
 
     keywords = frozenset(cat.keywords())
     key = (keywords, prefer_hyperscan)
@@ -100,6 +101,9 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     _failures_from_findings(report, by_no)
     classify(report.failures, lines, res.last_serving)
     _order_failures(report)
+    messages = {no: ln.message for no, ln in by_no.items()}
+    for f in report.failures:
+        f.hints = hints_for(f, env.engine, env.version, messages)
     report.timeline = _timeline(res, lines, by_no, report.failures)
     for x in report.findings:
         x.source = name

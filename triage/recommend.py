@@ -123,12 +123,10 @@ def _measured_cost(w: WorkaroundSpec, load: LoadSummary | None, env: Environment
 
 
 def recommend(report: Report, cat: Catalogue, load: LoadSummary | None) -> None:
-    from triage.hints import hints_for
-
+    """Workarounds for each finding, spelled for this server; the engine's own hints (found by
+    the parse stage, on each failure) ranked after the catalogue's."""
     env = report.environment
     idx = flag_index(env.engine) if env.engine else None
-    for failure in report.failures:
-        failure.hints = hints_for(failure, env.engine, env.version)
     for finding in report.findings:
         finding.workarounds = _for_finding(finding, cat, env, idx, load, finding_text(report, finding))
         if finding.failure is not None and not finding.generic:

@@ -14,10 +14,8 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from triage.parse import anchors
-
-FAILURE_HINTS = (b"Traceback (most recent", b"Fatal Python error", b"terminate called", b"NCCL WARN",
-                 b"Watchdog caught", b"Received sigquit", b"hit an exception", b"fatal error")
+from triage import vocabulary as anchors
+from triage.vocabulary import FAILURE_HINTS
 
 _RUNNING_SGL = re.compile(rb"#running-req: (\d+)")
 _RUNNING_VLLM = re.compile(rb"Running: (\d+) reqs")

@@ -26,6 +26,39 @@ _NUM = {
 _GRAPH = regex.compile(r"cuda graph: (True|False)")
 
 
+# The phases a server goes through, in order. One machine for `analyze` (after the fact) and
+# `watch` (line by line), so that both name the same phase for the same line.
+STARTING = "starting"
+LOADING_WEIGHTS = "loading weights"
+KV_CACHE = "allocating KV cache"
+CUDA_GRAPHS = "capturing CUDA graphs"
+WARMING_UP = "warming up"
+READY_PHASE = "ready"
+SERVING = "serving"  # what a report calls the phase after ready
+
+
+def next_phase(phase: str, msg: str, sglang: bool) -> str | None:
+    """The phase a milestone line moves the server to, or None when it moves nothing.
+    Phases only move forward; `sglang` says whether the log is SGLang's, whose uvicorn line
+    "Application startup complete" comes before its warm-up request (only "fired up" means it
+    serves), while vLLM has no such request."""
+    if phase == READY_PHASE:
+        return None
+    if READY.search(msg):
+        if sglang and FIRED_UP not in msg:
+            return WARMING_UP if phase != WARMING_UP else None
+        return READY_PHASE
+    if LOADING.search(msg):
+        return LOADING_WEIGHTS if phase == STARTING else None
+    if WEIGHTS.search(msg):
+        return KV_CACHE if phase in (STARTING, LOADING_WEIGHTS) else None
+    if GRAPH_BEGIN.search(msg):
+        return CUDA_GRAPHS if phase != CUDA_GRAPHS else None
+    if GRAPH_END.search(msg):
+        return WARMING_UP if phase != WARMING_UP else None
+    return None
+
+
 def _ts(ln: LogLine) -> str | None:
     return ln.ts
 
@@ -65,18 +98,11 @@ def build_timeline(lines: list[LogLine], crash_line: int | None) -> Timeline:
     if lines:
         tl.first_line = lines[0].no
         tl.first_time = next((ln.ts for ln in lines if ln.ts), None)
-    sglang = any(FIRED_UP in ln.message for ln in lines)
-    phase = "starting"
+    sglang = any(ln.dialect == "sglang" or FIRED_UP in ln.message for ln in lines)
+    phase = STARTING
     phase_at_crash = None
     last_ts = None
     spans: list[PhaseSpan] = []
-
-    def enter(name: str, ln: LogLine) -> None:
-        nonlocal phase
-        phase = name
-        if tl.ready is None:  # phases of the first start only
-            spans.append(PhaseSpan(name=name, line=ln.no, time=ln.ts or last_ts))
-
     for ln in lines:
         last_ts = ln.ts or last_ts
         if crash_line is not None and ln.no >= crash_line and phase_at_crash is None:
@@ -84,35 +110,25 @@ def build_timeline(lines: list[LogLine], crash_line: int | None) -> Timeline:
         msg = ln.message
         if tl.kv_cache_tokens is None and (km := KV_TOKENS.search(msg)):
             tl.kv_cache_tokens = int((km.group(1) or km.group(2) or km.group(3)).replace(",", ""))
-        if LOADING.search(msg) and phase == "starting":
-            enter("loading weights", ln)
-        elif WEIGHTS.search(msg):
-            if tl.weights_loaded is None:
-                tl.weights_loaded = Evidence(line=ln.no, text=ln.text)
-            if phase in ("starting", "loading weights"):
-                enter("allocating KV cache", ln)
-        elif GRAPH_BEGIN.search(msg) and phase not in ("serving", "capturing CUDA graphs"):
-            enter("capturing CUDA graphs", ln)
-        elif GRAPH_END.search(msg) and phase != "serving":
+        if tl.weights_loaded is None and WEIGHTS.search(msg):
+            tl.weights_loaded = Evidence(line=ln.no, text=ln.text)
+        if GRAPH_END.search(msg) and phase != READY_PHASE:
             tl.cuda_graphs = Evidence(line=ln.no, text=ln.text)
-            if phase != "warming up":
-                enter("warming up", ln)
-        elif READY.search(msg):
-            # SGLang's uvicorn line comes before its warm-up; only "fired up" means ready there
-            if sglang and FIRED_UP not in msg:
-                if phase != "warming up":
-                    enter("warming up", ln)
-                continue
-            if tl.ready is None or (crash_line is not None and ln.no < crash_line and tl.ready.line > crash_line):
-                tl.ready = Evidence(line=ln.no, text=ln.text)
-                tl.ready_seconds = seconds_between(tl.first_time, last_ts)
-                spans.append(PhaseSpan(name="ready", line=ln.no, time=last_ts))
-            phase = "serving"
+        target = next_phase(phase, msg, sglang)
+        if target is None:
+            continue
+        phase = target
+        if target == READY_PHASE:
+            tl.ready = Evidence(line=ln.no, text=ln.text)
+            tl.ready_seconds = seconds_between(tl.first_time, last_ts)
+        spans.append(PhaseSpan(name=target, line=ln.no, time=ln.ts or last_ts))
     for a, b in zip(spans, spans[1:], strict=False):
         a.seconds = seconds_between(a.time, b.time)
-    tl.phases = [s for s in spans if s.name != "ready"] if tl.ready else spans
+    tl.phases = [s for s in spans if s.name != READY_PHASE] if tl.ready else spans
     if crash_line is not None and phase_at_crash is None:
         phase_at_crash = phase
+    if phase_at_crash == READY_PHASE:
+        phase_at_crash = SERVING
     # "starting" only means no milestone was seen: say nothing rather than guess
-    tl.phase_at_crash = phase_at_crash if crash_line is not None and phase_at_crash != "starting" else None
+    tl.phase_at_crash = phase_at_crash if crash_line is not None and phase_at_crash != STARTING else None
     return tl

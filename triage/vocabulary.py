@@ -1,4 +1,5 @@
-"""Literal anchors that make a line worth parsing, beyond the catalogue's own keywords.
+"""The log vocabulary every stage shares: literal anchors that make a line worth parsing,
+beyond the catalogue's own keywords.
 
 The scanner looks for these (and the signatures' keywords) in one pass; every other line
 is counted and skipped. WINDOW anchors also pull in the lines that follow them, because a
@@ -6,6 +7,11 @@ traceback's frames carry no keyword of their own.
 """
 
 from __future__ import annotations
+
+# the first of these in a chunk marks where a failure begins: the load figures just before it
+# are the load at the crash
+FAILURE_HINTS = (b"Traceback (most recent", b"Fatal Python error", b"terminate called", b"NCCL WARN",
+                 b"Watchdog caught", b"Received sigquit", b"hit an exception", b"fatal error")
 
 # lines after these belong to a traceback or crash dump
 WINDOW = {
