@@ -235,7 +235,7 @@ def _finding(sig: Signature, lines: list[LogLine], ctx: MatchContext) -> Finding
         signature=spec.id, title=spec.title, confidence=round(max(0.01, min(conf, 0.99)), 2),
         severity=spec.severity, engine=spec.engine, explanation=spec.explanation.strip(),
         evidence=evidence, failure=failure_idx, fixed_in=spec.fixed_in, affects=spec.affects,
-        open_issue=spec.open_issue, not_a_bug=spec.not_a_bug,
+        open_issue=spec.open_issue, no_upstream_fix=spec.no_upstream_fix,
         references=list(spec.references), debug=debug, why=why, unlikely=unlikely, generic=spec.generic,
         incomplete=incomplete,
     )

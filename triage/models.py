@@ -95,7 +95,7 @@ class Finding(BaseModel):
     fixed_in: str | None = None
     affects: str | None = None
     open_issue: str | None = None  # not fixed upstream yet: the thread that tracks it
-    not_a_bug: str | None = None  # no upstream fix is coming: why (configuration, hardware ...)
+    no_upstream_fix: str | None = None  # no upstream fix is coming: why (configuration, hardware ...)
     references: list[str] = Field(default_factory=list)
     debug: Debug | None = None
     why: list[str] = Field(default_factory=list)

@@ -125,6 +125,30 @@ def _auto_problems(cat: Catalogue) -> list[tuple[str, str]]:
             for wid, w in cat.workarounds.items() if w.auto is None]
 
 
+ENGINES_OF_ANY = ("sglang", "vllm")  # an engine-any crash must help at least the two main engines
+
+
+def _depth_problems(cat: Catalogue) -> list[tuple[str, str]]:
+    """Every signature says what the proper fix is, and a crash offers a change for each
+    engine it covers (or says why there is none): the two questions on-call asks first."""
+    out = []
+    for sid, s in cat.signatures.items():
+        spec = s.spec
+        if not (spec.fixed_in or spec.affects or spec.open_issue or spec.no_upstream_fix):
+            out.append((s.path, f"{sid}: no proper fix stated: give fixed_in (release or merged PR), affects "
+                                "(the affected versions), open_issue (the upstream thread), or no_upstream_fix (why none)"))
+        if spec.severity not in ("crash", "hang") or spec.no_workaround:
+            continue
+        engines = ENGINES_OF_ANY if spec.engine == "any" else (spec.engine,)
+        applies = {w.engine for wid in spec.workarounds if (w := cat.workarounds.get(wid)) is not None}
+        universal = applies & {"any", "docker"}
+        missing = [e for e in engines if e not in applies and not universal]
+        if missing:
+            out.append((s.path, f"{sid}: no workaround for {', '.join(missing)} (add one, or say why none exists "
+                                "in no_workaround)"))
+    return out
+
+
 def _run_examples(cat: Catalogue) -> tuple[int, list[tuple[str, str]]]:
     from triage.pipeline import Options, analyze_text
 
@@ -204,6 +228,7 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
         problems.extend((s.path, f"{s.spec.id}: {p}") for p in todo_problems(s))
     problems.extend(_flag_problems(cat))
     problems.extend(_auto_problems(cat))
+    problems.extend(_depth_problems(cat))
     n_examples = 0
     if not any("unknown workaround" in p for _, p in problems):
         n_examples, ex_problems = _run_examples(cat)

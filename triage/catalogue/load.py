@@ -188,7 +188,7 @@ def _yaml_files(root: Path) -> list[Path]:
     return out
 
 
-CACHE_VERSION = "2"  # bumped when the pickled models change shape (2: WorkaroundSpec.auto)
+CACHE_VERSION = "3"  # bumped when the pickled models change shape (2: WorkaroundSpec.auto; 3: proper-fix fields)
 
 
 def _cache_path(roots: list[Path]) -> Path | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ENGINES = ("sglang", "vllm", "trtllm", "tgi", "triton", "lmdeploy", "any")
 WORKAROUND_ENGINES = (*ENGINES, "docker")
@@ -121,7 +121,8 @@ class SignatureSpec(Strict):
     open_issue: str | None = None
     # a failure no upstream release will fix (a configuration, hardware or environment fault):
     # why, in one sentence; the proper fix is then the workaround itself
-    not_a_bug: str | None = None
+    # (spelled `not_a_bug` in the first catalogue that had it: still read)
+    no_upstream_fix: str | None = Field(default=None, validation_alias=AliasChoices("no_upstream_fix", "not_a_bug"))
     # a crash with no launch-command change for an engine it covers says why here
     no_workaround: str | None = None
     explanation: str = Field(min_length=40)

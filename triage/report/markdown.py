@@ -153,8 +153,8 @@ def properfix(x: Finding) -> str:
         return f"**Proper fix:** {fix}" + (f" (affected: {inline(x.affects)})." if x.affects else ".")
     if x.open_issue:
         return f"**Proper fix:** not fixed upstream yet (<{x.open_issue}>); the workaround is what there is."
-    if x.not_a_bug:
-        return f"**Proper fix:** none needed upstream: {_sentence(x.not_a_bug)}"
+    if x.no_upstream_fix:
+        return f"**Proper fix:** no upstream release fixes this: {_sentence(x.no_upstream_fix)}"
     return ""
 
 
@@ -254,7 +254,7 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
         applied = [" ".join(w.flags + w.env) or w.title for w in top.workarounds if w.status == "already-applied"]
         if applied:
             out.append(f"**Already applied:** {inline(', '.join(applied))}; it did not prevent this failure.")
-        if top.fixed_in or top.open_issue or top.not_a_bug:
+        if top.fixed_in or top.open_issue or top.no_upstream_fix:
             out.append(properfix(top))
         if top.debug:
             note = f": {_sentence(top.debug.note)}" if top.debug.note else "."
