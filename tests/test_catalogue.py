@@ -21,6 +21,7 @@ GOOD = textwrap.dedent("""\
       The frobnicator keeps a fixed buffer per batch; a batch over the limit overflows it.
     workarounds: [sglang-lower-max-running-requests]
     references: [https://github.com/sgl-project/sglang/issues/1]
+    open_issue: https://github.com/sgl-project/sglang/issues/1
     examples:
       match:
         - "RuntimeError: frobnicator overflow at stage 3"

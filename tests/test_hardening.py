@@ -443,6 +443,7 @@ references: ["https://github.com/example/example/issues/1"]
 examples:
   match: ["RuntimeError: frobnicator exploded {example}"]
   no_match: ["frobnicator exploded? no"]
+open_issue: https://github.com/example/example/issues/1
 """
 WK = """\
 id: my-restart-frobnicator
@@ -513,7 +514,7 @@ HOSTILE = {
     "list-not-mapping": ("- just\n- a list\n", WK, "mapping", 1),
     "empty-file": ("", WK, "empty", 1),
     "not-utf8": ("id: caf\udce9\n", WK, "UTF-8", None),
-    "unknown-field": (GOOD + "surprise: 1\n", WK, "surprise", 17),
+    "unknown-field": (GOOD + "surprise: 1\n", WK, "surprise", 18),
     "yaml-bomb": (_bomb(), WK, "aliases", None),
     "invalid-regex": (SIG.format(pattern="frobnicator exploded (at", example="at"), WK, "invalid regex", 9),
     "python-tag": (GOOD.replace("title: The frobnicator exploded",

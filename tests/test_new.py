@@ -26,7 +26,7 @@ def _logs(tmp_path):
 
 
 def _fill(skeleton: str) -> str:
-    """What the author does: explanation, workarounds, references, a real near miss."""
+    """What the author does: explanation, workarounds, references, the proper fix, a real near miss."""
     data = yaml.safe_load(skeleton)
     data["explanation"] = (
         "The KV cache write of one attention layer received more new tokens than slots were allocated "
@@ -34,6 +34,7 @@ def _fill(skeleton: str) -> str:
         "CUDA graphs replaying a batch whose size changed; running without CUDA graphs avoids it.\n")
     data["workarounds"] = ["sglang-disable-cuda-graph"]
     data["references"] = ["https://github.com/sgl-project/sglang/issues/1"]
+    data["open_issue"] = "https://github.com/sgl-project/sglang/issues/1"
     data["examples"]["no_match"] = [NEAR_MISS]
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=4096)
 
