@@ -18,7 +18,9 @@ def _env_strings(v: Any) -> Any:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    # the schema is built on first validation: a run that reads the catalogue from its cache
+    # never validates, so it never pays for building it
+    model_config = ConfigDict(extra="forbid", frozen=False, defer_build=True)
 
 
 class FlagChange(Strict):
