@@ -257,3 +257,11 @@ def test_sglang_traceback_through_a_vllm_frame(tmp_path):
     top = doc["findings"][0]
     assert top["signature"] == "torch-cuda-out-of-memory", [f["signature"] for f in doc["findings"]]
     assert all(f["incomplete"] for f in doc["findings"] if f["signature"].startswith("vllm-"))
+
+
+def test_launch_line_cut_mid_quote_is_normal_input(tmp_path):
+    # a log cut inside the launch command leaves an unbalanced quote: still a report, never a crash
+    text = ("python -m sglang.launch_server --model-path \"deepseek-ai/DeepSeek-V3 --tp 8\n"
+            + (SHAPES / "quoted-ci-timestamps.log").read_text())
+    code, doc = analyze_text(tmp_path, text)
+    assert code == 1 and first(doc)["exception"] == "KeyError"

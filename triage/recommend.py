@@ -17,6 +17,7 @@ from triage.catalogue.load import Catalogue
 from triage.catalogue.models import ValueRule, WorkaroundSpec
 from triage.models import Environment, Finding, Report, Workaround
 from triage.scan import LoadSummary
+from triage.shellwords import split_command
 
 LAUNCH = {"sglang": "python -m sglang.launch_server", "vllm": "vllm serve"}
 # settings printed in the config that are not launch flags (or are positional)
@@ -255,7 +256,7 @@ def launch_args(env: Environment) -> list[str] | None:
     idx = flag_index(env.engine)
     if idx is None:
         return None
-    args = shlex.split(LAUNCH[env.engine])
+    args = split_command(LAUNCH[env.engine])
     settings = env.launch_settings
     if env.engine == "vllm":
         model = settings.get("model_tag") or settings.get("model")
@@ -310,13 +311,13 @@ def apply_workaround(args: list[str], w: Workaround, idx: FlagIndex | None) -> l
         drop(flag_name(f))
     for f in w.flags:
         drop(flag_name(f))
-        out.extend(shlex.split(f) if "<" not in f else [flag_name(f), f.split(None, 1)[1] if " " in f else f])
+        out.extend(split_command(f) if "<" not in f else [flag_name(f), f.split(None, 1)[1] if " " in f else f])
     return out
 
 
 def patched_command(report: Report, cat: Catalogue) -> str | None:
     env = report.environment
-    args = shlex.split(env.launch_command) if env.launch_command else launch_args(env)
+    args = split_command(env.launch_command) if env.launch_command else launch_args(env)
     if not args or not report.findings:
         return None
     top = report.findings[0]

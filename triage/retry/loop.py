@@ -10,7 +10,6 @@ a hang, the operator's signal, or when no applicable workaround is left.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 
 from triage.errors import EXIT_FAILURE, TriageError
@@ -20,6 +19,7 @@ from triage.retry.models import AttemptRecord, Change, Launch, PlanStep, RetryPl
 from triage.retry.plan import Decision, Plan, dry_run
 from triage.retry.summary import summarize
 from triage.run import default_log_name
+from triage.shellwords import split_command
 from triage.watch import WatchOptions, check_options, note
 
 _STOPPED = {
@@ -151,7 +151,7 @@ def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int
     cat = load_catalogue(opts.catalogue_dirs)
     report = analyze(log, cat)
     env = report.environment
-    argv = list(command) or (shlex.split(env.launch_command) if env.launch_command else launch_args(env) or [])
+    argv = list(command) or (split_command(env.launch_command) if env.launch_command else launch_args(env) or [])
     if not argv:
         raise TriageError(f"{log} does not print the launch configuration: give the command after --")
     base = Launch(argv=argv)
