@@ -260,8 +260,10 @@ def test_sglang_traceback_through_a_vllm_frame(tmp_path):
 
 
 def test_launch_line_cut_mid_quote_is_normal_input(tmp_path):
-    # a log cut inside the launch command leaves an unbalanced quote: still a report, never a crash
-    text = ("python -m sglang.launch_server --model-path \"deepseek-ai/DeepSeek-V3 --tp 8\n"
-            + (SHAPES / "quoted-ci-timestamps.log").read_text())
-    code, doc = analyze_text(tmp_path, text)
-    assert code == 1 and first(doc)["exception"] == "KeyError"
+    # a log cut inside the launch command leaves an unbalanced quote: the patched command is
+    # still built from it (this raised "No closing quotation" before)
+    log = Path(__file__).resolve().parents[1] / "examples" / "sglang-nsa-crash.log"
+    cut = 'python -m sglang.launch_server --model-path "deepseek-ai/DeepSeek-V3.2-Exp --tp 8\n'
+    code, doc = analyze_text(tmp_path, cut + log.read_text())
+    assert code == 1
+    assert doc["patched_command"] and "--disable-radix-cache" in doc["patched_command"]
