@@ -24,8 +24,8 @@ _VLLM_HIT = re.compile(rb"Prefix cache hit rate: ([\d.]+)%")
 _LOAD_WORDS = [w.encode() for w in anchors.LOAD]
 GATE_LEN, GATE_MIN = 14, 6
 # HTTP access lines of uvicorn / the engines' own loggers for an answered request
-SERVING_WORDS = (b'HTTP/1.1" 200', b'HTTP/1.0" 200', b'HTTP/2" 200')
-SERVING_TAIL = 1 << 20  # only the end of each chunk is searched: a serving log repeats them often
+SERVING_WORD = b'" 200 '  # the end of `"POST /v1/... HTTP/1.1" 200 OK`, whatever the HTTP version
+SERVING_TAIL = 256 * 1024  # only the end of each chunk is searched: a serving log repeats it often
 
 
 @dataclass
@@ -442,7 +442,7 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
             prev_load = (line_no + nl - buf.count(b"\n", lo, n), _decode(buf[lo : le if le >= 0 else n]))
             res.last_serving = max(res.last_serving, prev_load[0])
         # an access line answered 2xx near the chunk's end: the server was serving there
-        ho = max(buf.rfind(w, max(0, n - SERVING_TAIL), n) for w in SERVING_WORDS)
+        ho = buf.rfind(SERVING_WORD, max(0, n - SERVING_TAIL), n)
         if ho >= 0:
             res.last_serving = max(res.last_serving, line_no + nl - buf.count(b"\n", ho, n))
         line_no += nl
