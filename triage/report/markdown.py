@@ -256,9 +256,11 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
             out.append(f"**Already applied:** {inline(', '.join(applied))}; it did not prevent this failure.")
         if top.fixed_in or top.open_issue or top.no_upstream_fix:
             out.append(properfix(top))
-        if top.debug:
+        if top.debug and top.debug.env:
             note = f": {_sentence(top.debug.note)}" if top.debug.note else "."
             out.append(f"**To see the real cause:** re-run with {_code_inline(' '.join(top.debug.env))}{note}")
+        elif top.debug and top.debug.note:
+            out.append(f"**To see the real cause:** {_sentence(top.debug.note)}")
         return out
     f = r.failures[0]
     msg = f": {inline(f.message)[:200]}" if f.message else ""
