@@ -23,7 +23,7 @@ ENGINE_DEAD = regex.compile(r"EngineDead|DeadError|EngineCore(?:Dead|Error)|Sche
 REQUEST_WORDS = regex.compile(
     r"Exception in ASGI application|Error in (?:chat completion|completion|request|generate|preprocessing|"
     r"streaming)|serving_chat\.py|serving_completion\.py|serving_engine\.py|\b(?:400|422) Bad Request|"
-    r"BadRequestError|Abort request|Invalid request|Error handling request"
+    r"BadRequestError|Abort request|Error handling request"
 )
 READY = regex.compile(r"The server is fired up and ready to roll|Application startup complete|Uvicorn running on|"
                       r"Started server process|Server listening on|Connected to the engine|GRPCInferenceService at")
@@ -64,6 +64,29 @@ def classify(failures: list[Failure], lines: list[LogLine], last_serving: int) -
             before_ready = not ready_lines
             f.severity_reason = ("it struck before the server was ready" if before_ready
                                  else "nothing after it shows the server serving")
+
+
+    _causes_of_death(failures, last_serving)
+
+
+CAUSE_SPAN = 50  # lines between an error and the engine's death for the error to be its cause
+
+
+def _causes_of_death(failures: list[Failure], last_serving: int) -> None:
+    """An error that the engine's death follows closely, with no serving in between, is what
+    killed it, whatever a request handler printed around it: vLLM's EngineCore prints the
+    cause, then the API server prints EngineDeadError."""
+    ordered = sorted(failures, key=lambda f: f.line)
+    for i, f in enumerate(ordered):
+        if f.fatal:
+            continue
+        end = max(f.end_line or f.line, f.line)
+        for g in ordered[i + 1 :]:
+            if g.line - end > CAUSE_SPAN:
+                break
+            if g.fatal and g.severity_reason == "the engine is dead" and not (end < last_serving < g.line):
+                f.fatal, f.severity_reason = True, f"the engine died right after it (line {g.line})"
+                break
 
 
 _DEATH = regex.compile(r"Killed|sigquit|SIGQUIT|died|dead|exit(?:ed)? (?:with )?(?:code|status) [1-9-]|"
