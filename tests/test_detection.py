@@ -267,3 +267,13 @@ def test_launch_line_cut_mid_quote_is_normal_input(tmp_path):
     code, doc = analyze_text(tmp_path, cut + log.read_text())
     assert code == 1
     assert doc["patched_command"] and "--disable-radix-cache" in doc["patched_command"]
+
+
+def test_the_error_that_killed_the_engine_is_failure_one():
+    # https://github.com/vllm-project/vllm/issues/4070: EngineCore prints the cause (a ValueError
+    # about a request), then the API server prints EngineDeadError: the cause is process-level
+    code, doc = analyze(SHAPES / "enginecore-cause-then-dead.log")
+    assert code == 1
+    f = first(doc)
+    assert f["exception"] == "ValueError" and f["fatal"]
+    assert "engine died" in f["severity_reason"] or "before the server was ready" in f["severity_reason"]
