@@ -240,7 +240,9 @@ def main() -> int:
     log = Log(a.log, a.delay)
     log.write([server_args(flags), *HEAD, *LOAD[:3]])
     if a.scenario == "rotate":
-        time.sleep(0.3)  # let the watcher read the first file before it moves
+        # let the watcher (started after this server, and importing for ~0.5 s, longer on a busy
+        # machine) read the first file before it moves
+        time.sleep(2.0)
         log.rotate()
     log.write(LOAD[3:] + KV + CAPTURE)
     if a.scenario == "hang":
