@@ -277,3 +277,13 @@ def test_the_error_that_killed_the_engine_is_failure_one():
     f = first(doc)
     assert f["exception"] == "ValueError" and f["fatal"]
     assert "engine died" in f["severity_reason"] or "before the server was ready" in f["severity_reason"]
+
+
+def test_chained_traceback_cut_in_its_last_part_keeps_those_frames():
+    # https://github.com/sgl-project/sglang/issues/5389: a CalledProcessError, then "During
+    # handling ..." a second traceback through cuda_graph_runner.py that the paste cuts off
+    code, doc = analyze(SHAPES / "chain-cut-in-second-part.log")
+    f = first(doc)
+    assert f["exception"].endswith("CalledProcessError")
+    assert any("cuda_graph_runner.py" in fr["file"] for fr in f["frames"])
+    assert doc["findings"][0]["signature"] == "sglang-cuda-graph-capture-failed"

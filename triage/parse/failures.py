@@ -31,6 +31,12 @@ def _add_rank(f: Failure, rank: str | None) -> None:
 
 def _from_traceback(tb: Traceback, source: str | None) -> Failure:
     final = tb.final
+    cut_frames: list = []
+    if final.type == TRUNCATED and len(tb.chain) > 1:
+        # the last link was cut off: name the last exception the log does show, and keep the
+        # cut link's frames (the most recent code the process ran) ahead of its own
+        cut_frames = final.frames
+        final = tb.chain[-2]
     chain = [ExceptionInfo(exception=e.type, message=e.message) for e in tb.chain]
     cause: ExceptionInfo | None = None
     wrapped = unwrap(final.type, final.message)
@@ -39,10 +45,10 @@ def _from_traceback(tb: Traceback, source: str | None) -> Failure:
         if not inner_type and len(tb.chain) > 1 and tb.chain[0].message.startswith(wrapped[1][:40]):
             inner_type = tb.chain[0].type  # the chain names the type the wrapper dropped
         cause = ExceptionInfo(exception=inner_type or "(message)", message=wrapped[1])
-    elif len(tb.chain) > 1:
-        first = tb.chain[0]
+    elif len(named := [e for e in tb.chain if e.type != TRUNCATED]) > 1:
+        first = named[0]
         cause = ExceptionInfo(exception=first.type, message=first.message)
-    frames = [Frame(file=f[0], line=f[1], function=f[2], code=f[3]) for f in final.frames]
+    frames = [Frame(file=f[0], line=f[1], function=f[2], code=f[3]) for f in final.frames + cut_frames]
     if not frames:
         for e in reversed(tb.chain):
             if e.frames:

@@ -276,6 +276,10 @@ def _parse_stream(s: Stream) -> Traceback | None:
         if frames and frames[-1][3] is None:
             f = frames[-1]
             frames[-1] = (f[0], f[1], f[2], stripped)
+    if chain and frames:
+        # a chained traceback cut inside its last part: those frames are where it was when the
+        # paste ends; keep them with a cut-off link so the failure can show them
+        chain.append(Exc(TRUNCATED, "the log ends before the exception line", s.lines[-1].no, frames))
     if not chain:
         if not frames:
             return None
