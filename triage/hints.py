@@ -8,21 +8,20 @@ its flags checked against this engine version, and a direction read from its wor
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
-
-import regex
 
 from triage.catalogue.flags import FlagIndex, flag_index
 from triage.models import Failure, Workaround
 
-FLAG = regex.compile(r"(?<![\w-])--[a-z][a-z0-9-]+(?:=[^\s,;)`'\"]+)?")
-SUGGESTS = regex.compile(
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+(?:=[^\s,;)`'\"]+)?")
+SUGGESTS = re.compile(
     r"(?i)\b(?:set|use|using|disable|enable|increase|decrease|lower|raise|reduce|try|add|pass|specify|"
     r"consider|please|setting|remove|by)\b")
-LIST_ITEM = regex.compile(r"^\s*\d+\.\s+")
-REMOVE = regex.compile(r"(?i)(?:not using|remove|without|drop)\s+`?(--[a-z][a-z0-9-]+)")
-SET_VALUE = regex.compile(r"(?i)set\s+`?(--[a-z][a-z0-9-]+)`?\s+to\s+a\s+(?:smaller|larger|lower|higher)\s+value\s*\(e\.g\.,?\s*([\d.]+)")
+LIST_ITEM = re.compile(r"^\s*\d+\.\s+")
+REMOVE = re.compile(r"(?i)(?:not using|remove|without|drop)\s+`?(--[a-z][a-z0-9-]+)")
+SET_VALUE = re.compile(r"(?i)set\s+`?(--[a-z][a-z0-9-]+)`?\s+to\s+a\s+(?:smaller|larger|lower|higher)\s+value\s*\(e\.g\.,?\s*([\d.]+)")
 DATA = Path(__file__).resolve().parent / "catalogue" / "data" / "hints.json"
 
 
@@ -32,7 +31,7 @@ def _norm(text: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _known() -> list[tuple[regex.Pattern[str], str, str]]:
+def _known() -> list[tuple[re.Pattern[str], str, str]]:
     """(matcher, engine, source) for every hint item the engines are known to print."""
     import json
 
@@ -43,8 +42,8 @@ def _known() -> list[tuple[regex.Pattern[str], str, str]]:
     out = []
     for it in items:
         text = _norm(it["text"])
-        parts = regex.split(r"\\\{[^}]*\\\}|%[sdfr]|%\\\.\d+f", regex.escape(text))
-        out.append((regex.compile(".*?".join(parts)), it["engine"], it["source"]))
+        parts = re.split(r"\\\{[^}]*\\\}|%[sdfr]|%\\\.\d+f", re.escape(text))
+        out.append((re.compile(".*?".join(parts)), it["engine"], it["source"]))
     return out
 
 

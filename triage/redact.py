@@ -7,9 +7,8 @@ messages, settings, the patched command), so Markdown and JSON are covered alike
 
 from __future__ import annotations
 
+import re
 from typing import Any
-
-import regex
 
 from triage.models import Report
 
@@ -18,49 +17,49 @@ MASK = "[REDACTED]"
 # Names of settings, flags and variables whose value is a secret whatever it looks like. A name
 # must end in one of these words: `tokenizer_path` and `max_prefill_tokens` are not secrets.
 _SECRET_NAME = r"(?:api[_-]?key|access[_-]?key|token|passw(?:or)?d|secret(?:[_-]?key)?|credentials?|private[_-]?key)"
-SECRET_SETTING = regex.compile(rf"(?i)(?:^|[_-]){_SECRET_NAME}$")
+SECRET_SETTING = re.compile(rf"(?i)(?:^|[_-]){_SECRET_NAME}$")
 # a value that is clearly not a secret: unset, a switch, a number
 _NOT_SECRET_VALUE = r"(?!(?:None|none|null|NULL|True|true|False|false|\d+)(?![\w.-]))"
 
 # (what, pattern); group "keep" (when present) is kept in front of the mask
-SECRETS: list[tuple[str, regex.Pattern[str]]] = [
-    ("Hugging Face token", regex.compile(r"\bhf_[A-Za-z0-9]{20,}\b")),
-    ("OpenAI-style key", regex.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}\b")),
-    ("GitHub token", regex.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b")),
-    ("Slack token", regex.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("Google API key", regex.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("JSON web token", regex.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
-    ("private key", regex.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)")),
-    ("AWS access key", regex.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
-    ("AWS secret", regex.compile(r"(?i)(?P<keep>aws_secret_access_key\s*[=:]\s*['\"]?)[A-Za-z0-9/+=]{40}")),
-    ("authorization header", regex.compile(
+SECRETS: list[tuple[str, re.Pattern[str]]] = [
+    ("Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")),
+    ("OpenAI-style key", re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}\b")),
+    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b")),
+    ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    ("private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)")),
+    ("AWS access key", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
+    ("AWS secret", re.compile(r"(?i)(?P<keep>aws_secret_access_key\s*[=:]\s*['\"]?)[A-Za-z0-9/+=]{40}")),
+    ("authorization header", re.compile(
         r"(?i)(?P<keep>\b(?:authorization|proxy-authorization)['\"]?\s*[:=]\s*['\"]?(?:bearer|basic|token|digest)\s+)"
         r"[^\s'\",}]{4,}")),
-    ("x-api-key header", regex.compile(r"(?i)(?P<keep>\bx-(?:api-key|auth-token)['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]{4,}")),
-    ("bearer token", regex.compile(r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/=-]{16,}")),
+    ("x-api-key header", re.compile(r"(?i)(?P<keep>\bx-(?:api-key|auth-token)['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]{4,}")),
+    ("bearer token", re.compile(r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/=-]{16,}")),
     # basic-auth credentials even without their header name (a parser may have split
     # "Authorization: Basic ..." into an exception name and a message)
-    ("basic credentials", regex.compile(r"(?P<keep>\bBasic\s+)(?=[A-Za-z0-9+/]{0,200}[0-9+/=])[A-Za-z0-9+/]{12,200}={0,2}")),
-    ("password in URL", regex.compile(r"(?P<keep>\b[a-z][a-z0-9+.-]{0,30}://[^\s:/@'\"]{0,256}:)[^\s@/'\"]{1,256}(?=@)")),
-    ("secret in query string", regex.compile(
+    ("basic credentials", re.compile(r"(?P<keep>\bBasic\s+)(?=[A-Za-z0-9+/]{0,200}[0-9+/=])[A-Za-z0-9+/]{12,200}={0,2}")),
+    ("password in URL", re.compile(r"(?P<keep>\b[a-z][a-z0-9+.-]{0,30}://[^\s:/@'\"]{0,256}:)[^\s@/'\"]{1,256}(?=@)")),
+    ("secret in query string", re.compile(
         r"(?i)(?P<keep>[?&;](?:[A-Za-z0-9]+[_.-]){0,8}(?:token|api[_-]?key|apikey|key|auth|sig|signature|password|passwd|secret"
         r"|credential|x-amz-signature|x-amz-credential|x-amz-security-token)=)[^&\s'\"#<>]+")),
-    ("API key flag", regex.compile(
+    ("API key flag", re.compile(
         r"(?P<keep>--(?:[A-Za-z0-9_]+-){0,8}(?:api-key|api_key|hf-token|hf_token|token|password|secret|secret-key)(?:=|\s+))"
         r"(?:'[^']*'|\"[^\"]*\"|[^\s'\",)]+)")),
-    ("secret setting, quoted", regex.compile(
+    ("secret setting, quoted", re.compile(
         rf"(?i)(?P<keep>(?:\b|(?<=_)){_SECRET_NAME}['\"]?\s*[=:]\s*\[?\s*(?P<q>['\"]))(?!(?P=q))[^'\"]{{1,1024}}(?=(?P=q))")),
-    ("secret setting", regex.compile(
+    ("secret setting", re.compile(
         rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=_)){_SECRET_NAME}\s*=\s*){_NOT_SECRET_VALUE}[^\s'\",)\]}}]{{4,}}")),
-    ("secret environment variable", regex.compile(
+    ("secret environment variable", re.compile(
         rf"(?P<keep>\b(?:[A-Z0-9]+_){{0,8}}(?:API_KEY|TOKEN|PASSWORD|PASSWD|SECRET|SECRET_KEY|CREDENTIALS)=){_NOT_SECRET_VALUE}"
         r"(?:'[^']*'|\"[^\"]*\"|\S+)")),
 ]
-IPV4 = regex.compile(r"\b(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b")
-IPV6 = regex.compile(r"(?<![\w:])(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}(?![\w:])")
+IPV4 = re.compile(r"\b(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b")
+IPV6 = re.compile(r"(?<![\w:])(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}(?![\w:])")
 
 
-def _mask(m: regex.Match[str]) -> str:
+def _mask(m: re.Match[str]) -> str:
     keep = m.groupdict().get("keep") or ""
     if m.string.startswith(MASK, m.start() + len(keep)):  # masked already by an earlier pattern
         return m.group(0)

@@ -10,28 +10,27 @@ brackets balance.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Any
-
-import regex
 
 from triage.parse.lines import LogLine
 
 _STARTS = [
-    ("sglang", "repr", regex.compile(r"server_args=ServerArgs\(")),
-    ("sglang", "dict", regex.compile(r"server_args=\{")),
-    ("vllm", "repr", regex.compile(r"args: Namespace\(")),
-    ("vllm", "dict", regex.compile(r"non-default args: \{")),
-    ("vllm", "kv", regex.compile(r"Initializing (?:an|a V1) LLM engine(?: \(v(?P<ver>[^)]+)\))? with config: ")),
+    ("sglang", "repr", re.compile(r"server_args=ServerArgs\(")),
+    ("sglang", "dict", re.compile(r"server_args=\{")),
+    ("vllm", "repr", re.compile(r"args: Namespace\(")),
+    ("vllm", "dict", re.compile(r"non-default args: \{")),
+    ("vllm", "kv", re.compile(r"Initializing (?:an|a V1) LLM engine(?: \(v(?P<ver>[^)]+)\))? with config: ")),
 ]
 _CLOSE = {"(": ")", "{": "}", "[": "]"}
 _ANY_VERSION = [
-    ("vllm", regex.compile(r"vLLM (?:API )?server version (?P<v>\d+\.\d+[\w.+-]*)")),
-    ("vllm", regex.compile(r"LLM engine \(v(?P<v>\d+\.\d+[\w.+-]*)\)")),
-    ("vllm", regex.compile(r"vllm[-=](?P<v>\d+\.\d+\.\d+[\w.+]*)")),
-    ("vllm", regex.compile(r"^\s*version (?P<v>\d+\.\d+\.\d+[\w.+]*)\s*$")),
-    ("sglang", regex.compile(r"sglang(?:==|-|_)(?P<v>\d+\.\d+\.\d+(?:\.post\d+|rc\d+|\.dev\d+)*)")),
-    ("sglang", regex.compile(r"[Ss][Gg][Ll]ang (?:version|v)\s?(?P<v>\d+\.\d+\.\d+(?:\.post\d+)*)")),
+    ("vllm", re.compile(r"vLLM (?:API )?server version (?P<v>\d+\.\d+[\w.+-]*)")),
+    ("vllm", re.compile(r"LLM engine \(v(?P<v>\d+\.\d+[\w.+-]*)\)")),
+    ("vllm", re.compile(r"vllm[-=](?P<v>\d+\.\d+\.\d+[\w.+]*)")),
+    ("vllm", re.compile(r"^\s*version (?P<v>\d+\.\d+\.\d+[\w.+]*)\s*$")),
+    ("sglang", re.compile(r"sglang(?:==|-|_)(?P<v>\d+\.\d+\.\d+(?:\.post\d+|rc\d+|\.dev\d+)*)")),
+    ("sglang", re.compile(r"[Ss][Gg][Ll]ang (?:version|v)\s?(?P<v>\d+\.\d+\.\d+(?:\.post\d+)*)")),
 ]
 
 
@@ -125,7 +124,7 @@ def _parse_kv(body: str) -> dict[str, Any]:
             continue
         k, v = part.split("=", 1)
         k = k.strip()
-        if regex.fullmatch(r"[A-Za-z_]\w*", k):
+        if re.fullmatch(r"[A-Za-z_]\w*", k):
             out[k] = _value(v)
     return out
 
@@ -143,7 +142,7 @@ def _parse_dict(body: str) -> dict[str, Any]:
             continue
         k, v = part.split(":", 1)
         k = k.strip().strip("'\"")
-        if regex.fullmatch(r"[A-Za-z_][\w.-]*", k):
+        if re.fullmatch(r"[A-Za-z_][\w.-]*", k):
             out[k] = _value(v)
     return out
 
@@ -162,7 +161,7 @@ def _join_wrapped(lines: list[LogLine], i: int, start: int) -> tuple[str, int]:
     return text, j
 
 
-_LAUNCH = regex.compile(
+_LAUNCH = re.compile(
     r"(?P<cmd>(?:python3?(?:\.\d+)? -m (?:sglang\.launch_server|vllm\.entrypoints\.openai\.api_server)|sglang serve|vllm serve)"
     r"(?: +[^\s|;&<>]+){1,400})\s*$"
 )

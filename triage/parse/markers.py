@@ -8,9 +8,8 @@ engine-dead wrappers) usually follow a primary failure and are attached to it in
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
-
-import regex
 
 from triage.parse.lines import LogLine
 
@@ -19,7 +18,7 @@ from triage.parse.lines import LogLine
 class Marker:
     kind: str
     exception: str
-    rx: regex.Pattern[str]
+    rx: re.Pattern[str]
     primary: bool
     # weak: a line at error level that says something failed, with no more specific shape; it
     # stands as a failure only where no traceback or stronger marker is next to it
@@ -34,11 +33,11 @@ class Marker:
 
 def _m(kind: str, exception: str, pattern: str, primary: bool = True, weak: bool = False,
        error_level: bool = False, needs_level: bool = False, needs: tuple[str, ...] = ()) -> Marker:
-    return Marker(kind, exception, regex.compile(pattern), primary, weak, error_level, needs_level, needs)
+    return Marker(kind, exception, re.compile(pattern), primary, weak, error_level, needs_level, needs)
 
 
 # Benign lines that contain a marker's words; checked first.
-BENIGN = regex.compile(
+BENIGN = re.compile(
     r"NCCL WARN (?:NET/Plugin|Could not find|Failed to open libibverbs|NCCL_SOCKET_IFNAME)|"
     r"Setup Custom allreduce failed|Ignore import error|cannot open shared object file|"
     r"out-of-memory error occurs during cudagraph capture|If out-of-memory error occurs|"
@@ -52,7 +51,7 @@ EXC_NAME = r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Ex
 ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F"})
 QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "TRACE", "I", "W"})
 
-LEADING_EXC = regex.compile(r"^\s*(?P<type>" + EXC_NAME + r")[:(]")
+LEADING_EXC = re.compile(r"^\s*(?P<type>" + EXC_NAME + r")[:(]")
 
 MARKERS: list[Marker] = [
     _m("nccl", "NCCL watchdog timeout", r"Watchdog caught collective operation timeout: (?P<msg>.+)", needs=('Watchdog caught',)),

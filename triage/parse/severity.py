@@ -9,7 +9,7 @@ last substantive event, or it struck before the server was ever ready.
 
 from __future__ import annotations
 
-import regex
+import re
 
 from triage.models import Failure
 from triage.parse.lines import LogLine
@@ -18,14 +18,14 @@ from triage.parse.lines import LogLine
 ALWAYS_FATAL = frozenset({"nccl", "cuda", "segfault", "cxx", "watchdog", "oom-kill", "sigquit",
                           "engine-fatal", "shard"})
 # exceptions that say the engine is gone, even when an HTTP handler is the one that prints them
-ENGINE_DEAD = regex.compile(r"EngineDead|DeadError|EngineCore(?:Dead|Error)|SchedulerDead|ShardCannotStart")
+ENGINE_DEAD = re.compile(r"EngineDead|DeadError|EngineCore(?:Dead|Error)|SchedulerDead|ShardCannotStart")
 # what a handler prints when one request failed and the server answers the next
-REQUEST_WORDS = regex.compile(
+REQUEST_WORDS = re.compile(
     r"Exception in ASGI application|Error in (?:chat completion|completion|request|generate|preprocessing|"
     r"streaming)|serving_chat\.py|serving_completion\.py|serving_engine\.py|\b(?:400|422) Bad Request|"
     r"BadRequestError|Abort request|Error handling request"
 )
-READY = regex.compile(r"The server is fired up and ready to roll|Application startup complete|Uvicorn running on|"
+READY = re.compile(r"The server is fired up and ready to roll|Application startup complete|Uvicorn running on|"
                       r"Started server process|Server listening on|Connected to the engine|GRPCInferenceService at")
 SERVING_GAP = 2  # lines of the failure's own aftermath (a blank, a prompt) that do not count as serving
 
@@ -89,7 +89,7 @@ def _causes_of_death(failures: list[Failure], last_serving: int) -> None:
                 break
 
 
-_DEATH = regex.compile(r"Killed|sigquit|SIGQUIT|died|dead|exit(?:ed)? (?:with )?(?:code|status) [1-9-]|"
+_DEATH = re.compile(r"Killed|sigquit|SIGQUIT|died|dead|exit(?:ed)? (?:with )?(?:code|status) [1-9-]|"
                        r"core dumped|Aborted|terminat")
 
 

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-
-import regex
 
 from triage.models import Evidence, LoadFigures, PhaseSpan, Timeline
 from triage.parse.lines import LogLine
 
-WEIGHTS = regex.compile(r"Load weight end|Loading weights took|Model loading took")
-GRAPH_BEGIN = regex.compile(r"Capture (?:cuda graph|\w+ \w+ CUDA graph|piecewise CUDA graph) begin|Capturing CUDA graphs?|Capturing cudagraphs|Capturing the model for CUDA graphs")
-GRAPH_END = regex.compile(r"Capture cuda graph end|CUDA graph end\.|Graph capturing finished")
-READY = regex.compile(r"The server is fired up and ready to roll|Application startup complete")
+WEIGHTS = re.compile(r"Load weight end|Loading weights took|Model loading took")
+GRAPH_BEGIN = re.compile(r"Capture (?:cuda graph|\w+ \w+ CUDA graph|piecewise CUDA graph) begin|Capturing CUDA graphs?|Capturing cudagraphs|Capturing the model for CUDA graphs")
+GRAPH_END = re.compile(r"Capture cuda graph end|CUDA graph end\.|Graph capturing finished")
+READY = re.compile(r"The server is fired up and ready to roll|Application startup complete")
 FIRED_UP = "The server is fired up and ready to roll"
-KV_TOKENS = regex.compile(r"KV Cache is allocated\.?.*?#tokens: (\d+)|GPU KV cache size: ([\d,]+) tokens|max_total_num_tokens=(\d+)")
-LOADING = regex.compile(r"Load weight begin|Init torch distributed begin|Starting to load model|Loading model weights|Loading safetensors")
+KV_TOKENS = re.compile(r"KV Cache is allocated\.?.*?#tokens: (\d+)|GPU KV cache size: ([\d,]+) tokens|max_total_num_tokens=(\d+)")
+LOADING = re.compile(r"Load weight begin|Init torch distributed begin|Starting to load model|Loading model weights|Loading safetensors")
 
 _NUM = {
-    "running": regex.compile(r"#running-req: (\d+)|Running: (\d+) reqs"),
-    "queued": regex.compile(r"#queue-req: (\d+)|(?:Waiting|Pending): (\d+) reqs"),
-    "token_usage": regex.compile(r"token usage: ([\d.]+)|GPU KV cache usage: ([\d.]+)%"),
-    "throughput": regex.compile(r"gen throughput \(token/s\): ([\d.]+)|Avg generation throughput: ([\d.]+)"),
+    "running": re.compile(r"#running-req: (\d+)|Running: (\d+) reqs"),
+    "queued": re.compile(r"#queue-req: (\d+)|(?:Waiting|Pending): (\d+) reqs"),
+    "token_usage": re.compile(r"token usage: ([\d.]+)|GPU KV cache usage: ([\d.]+)%"),
+    "throughput": re.compile(r"gen throughput \(token/s\): ([\d.]+)|Avg generation throughput: ([\d.]+)"),
 }
-_GRAPH = regex.compile(r"cuda graph: (True|False)")
+_GRAPH = re.compile(r"cuda graph: (True|False)")
 
 
 # The phases a server goes through, in order. One machine for `analyze` (after the fact) and
