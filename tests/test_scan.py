@@ -88,3 +88,16 @@ def test_long_line_is_cut_not_loaded_whole():
     joined = b"".join(chunks)
     assert joined.count(b"\n") == 2 and joined.endswith(b"next line\n")
     assert len(joined) < 1024 * 1024 + 64
+
+
+def test_request_content_is_never_kept(catalogue):
+    """Prompts hold whatever users paste (tracebacks, error messages): a content line is the
+    user's text, so the scan keeps none of them, however many keywords they hold."""
+    from triage.pipeline import prefilter_for
+
+    prompt = ("[2025-06-24 22:27:58] Receive: obj=GenerateReqInput(rid='ab16', text='Traceback (most recent call "
+              "last):\\n  File \"x.py\", line 1\\nRuntimeError: CUDA error: an illegal memory access was "
+              "encountered', sampling_params={})\n")
+    served = "[2025-06-24 22:27:59 TP0] Decode batch. #running-req: 1, #token: 100, token usage: 0.01\n"
+    res = scan(iter_chunks(io.BytesIO((prompt + served) * 50)), prefilter_for(catalogue))
+    assert res.lines == {} and not res.keyword_lines

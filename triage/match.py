@@ -21,6 +21,7 @@ from triage.catalogue.load import Catalogue, Signature
 from triage.fingerprint import mask
 from triage.models import Debug, Environment, Evidence, Failure, Finding
 from triage.parse.lines import LogLine
+from triage.vocabulary import CONTENT_PREFIXES
 
 PATTERN_TIMEOUT = 0.5  # seconds for one pattern on one line
 MAX_EVIDENCE = 6
@@ -49,7 +50,7 @@ class MatchContext:
 
 # Lines that carry request content (prompts, outputs): user text can say anything, including
 # an error message, so no signature is matched there.
-CONTENT_LINE = regex.compile(r"^(?:Receive: obj=|Finish: obj=|Received request |Generate request |Added request )")
+CONTENT_LINE = regex.compile("^(?:" + "|".join(regex.escape(p) for p in CONTENT_PREFIXES) + ")")
 
 
 def _by_keyword(cat: Catalogue) -> dict[str, list[Signature]]:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from triage import vocabulary as anchors
-from triage.vocabulary import FAILURE_HINTS
+from triage.vocabulary import CONTENT_BYTES, FAILURE_HINTS
 
 _RUNNING_SGL = re.compile(rb"#running-req: (\d+)")
 _RUNNING_VLLM = re.compile(rb"Running: (\d+) reqs")
@@ -271,6 +271,9 @@ LINE_CAP = 32 * 1024  # bytes of a kept line that any stage reads: no regex runs
 MAX_KEPT = 200_000  # kept lines in all; past that the report says the cap was hit
 _DIGITS = re.compile(rb"[0-9]+|0x[0-9a-fA-F]+")
 _INDENTED = re.compile(rb"[^\s:] {4,}\S")
+# a content prefix starts within this many bytes of a line: right after the line's own prefix
+# (timestamp, rank, logger), not quoted later inside a message
+CONTENT_AT = 96
 
 
 def _lead(raw: bytes) -> bytes:
@@ -413,6 +416,8 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                                          list(res.load.vllm_hit_rates))
                     _summarise(buf, start, before, line_no)
                     res.load_before_failure = before
+            if any(raw.find(c, 0, CONTENT_AT) >= 0 for c in CONTENT_BYTES):
+                continue  # a request's content (right after the line's prefix): user text, not the server's
             if start < consumed and last_w is not None:
                 # inside the window walked last: its lines are kept (or counted) with it
                 if start in flagged_starts:

@@ -8,6 +8,12 @@ traceback's frames carry no keyword of their own.
 
 from __future__ import annotations
 
+# Lines that carry a request's content (prompts, outputs). User text can say anything, a pasted
+# traceback or an error message included, so no stage treats such a line as the server's own.
+CONTENT_PREFIXES = ("Receive: obj=", "Finish: obj=", "Received request ", "Generate request ", "Added request ",
+                    "Finished request ")
+CONTENT_BYTES = tuple(p.encode() for p in CONTENT_PREFIXES)
+
 # the first of these in a chunk marks where a failure begins: the load figures just before it
 # are the load at the crash
 FAILURE_HINTS = (b"Traceback (most recent", b"Fatal Python error", b"terminate called", b"NCCL WARN",

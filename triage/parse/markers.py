@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from triage.parse.lines import LogLine
+from triage.vocabulary import CONTENT_PREFIXES
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def find_markers(lines: list[LogLine], inside: list[tuple[int, int]] | None = No
             if i >= 0 and ln.no <= spans[i][1]:
                 continue
         msg = ln.message
-        if msg.startswith(("Receive: obj=", "Finish: obj=", "Received request ")):
+        if msg.startswith(CONTENT_PREFIXES):
             continue
         if BENIGN.search(ln.text) and not LEADING_EXC.match(msg):
             continue  # a benign warning's words; an exception that says the same is still a failure
