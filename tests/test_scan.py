@@ -99,5 +99,5 @@ def test_request_content_is_never_kept(catalogue):
               "last):\\n  File \"x.py\", line 1\\nRuntimeError: CUDA error: an illegal memory access was "
               "encountered', sampling_params={})\n")
     served = "[2025-06-24 22:27:59 TP0] Decode batch. #running-req: 1, #token: 100, token usage: 0.01\n"
-    res = scan(iter_chunks(io.BytesIO((prompt + served) * 50)), prefilter_for(catalogue))
+    res = scan(iter_chunks(io.BytesIO(((prompt + served) * 50).encode())), prefilter_for(catalogue))
     assert res.lines == {} and not res.keyword_lines
