@@ -1,6 +1,6 @@
 """Tracebacks: chains, interleaved ranks, rank folding, cut-off and headless excerpts."""
 
-from triage.parse.failures import build_failures
+from triage.parse.failures import build_failures, spans_of
 from triage.parse.lines import parse_line
 from triage.parse.markers import find_markers
 from triage.parse.traceback import TRUNCATED, parse_tracebacks
@@ -8,7 +8,8 @@ from triage.parse.traceback import TRUNCATED, parse_tracebacks
 
 def failures_of(text: str):
     lines = [parse_line(i + 1, t) for i, t in enumerate(text.splitlines())]
-    return build_failures(parse_tracebacks(lines), find_markers(lines))
+    tracebacks = parse_tracebacks(lines)
+    return build_failures(tracebacks, find_markers(lines, spans_of(tracebacks)))
 
 
 FRAMES = [

@@ -10,9 +10,9 @@ from triage.match import finding_rank
 from triage.models import Evidence, Failure, LoadFigures, Report, Timeline
 from triage.parse.config import extract
 from triage.parse.environment import build_environment
-from triage.parse.failures import build_failures, collect_lines
+from triage.parse.failures import build_failures, collect_lines, spans_of
 from triage.parse.lines import parse_line
-from triage.parse.markers import find_markers
+from triage.parse.markers import EXC_NAME, find_markers
 from triage.parse.severity import classify
 from triage.parse.timeline import build_timeline, load_figures
 from triage.parse.traceback import parse_tracebacks
@@ -82,7 +82,7 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     lines = collect_lines(res.lines)
     by_no = {ln.no: ln for ln in lines}
     tracebacks = parse_tracebacks(lines)
-    markers = find_markers(lines, [(tb.line, tb.end_line) for tb in tracebacks])
+    markers = find_markers(lines, spans_of(tracebacks))
     failures = build_failures(tracebacks, markers, source=name)
     _count_repeats(res, failures)
     cfg = extract(lines)
@@ -196,7 +196,7 @@ def _failures_from_findings(report: Report, by_no: dict) -> None:
 
     from triage.fingerprint import fingerprint
 
-    exc_rx = regex.compile(r"(?:^|\s)((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit))(?::\s?(.*))?$")
+    exc_rx = regex.compile(r"(?:^|\s)(" + EXC_NAME + r")(?::\s?(.*))?$")
     by_line: dict[int, int] = {}
     for x in report.findings:
         if x.failure is not None or x.severity not in ("crash", "hang") or x.unlikely or not x.evidence:

@@ -62,16 +62,18 @@ def _from_traceback(tb: Traceback, source: str | None) -> Failure:
                    chain=chain, frames=frames, raw=raw, source=source)
 
 
+def spans_of(tracebacks: list[Traceback]) -> list[tuple[int, int]]:
+    """The line spans of parsed tracebacks: a marker line inside one is that traceback's."""
+    return [(tb.line, tb.end_line) for tb in tracebacks]
+
+
 def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source: str | None = None) -> list[Failure]:
     by_fp: dict[str, Failure] = {}
-    spans: list[tuple[int, int]] = []
     complete = [tb.line for tb in tracebacks if tb.final.type != TRUNCATED]
     for tb in tracebacks:
         if tb.final.type == TRUNCATED and any(abs(c - tb.line) < 2000 for c in complete):
-            spans.append((tb.line, tb.end_line))
             continue  # another rank's copy of a traceback that is complete elsewhere
         f = _from_traceback(tb, source)
-        spans.append((tb.line, tb.end_line))
         have = by_fp.get(f.fingerprint)
         if have is None:
             # the same crash printed by another rank whose interleaved lines were demultiplexed
@@ -88,16 +90,12 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
         _add_rank(have, tb.rank)
     failures = list(by_fp.values())
 
-    def inside(no: int) -> bool:
-        return any(a <= no <= b for a, b in spans)
-
+    # markers come from find_markers(lines, spans_of(tracebacks)): none lies inside a traceback
     marker_fail: dict[tuple[str, str, str], Failure] = {}
     secondary: list[MarkerHit] = []
     weak: list[MarkerHit] = []
-    starts = sorted(a for a, _ in spans)
+    starts = sorted(tb.line for tb in tracebacks)
     for hit in markers:
-        if inside(hit.line.no):
-            continue
         if not hit.marker.primary:
             secondary.append(hit)
             continue

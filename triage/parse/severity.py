@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from triage.models import Failure
+from triage.parse import timeline
 from triage.parse.lines import LogLine
 
 # kinds that are a process's death whatever follows them
@@ -25,8 +26,9 @@ REQUEST_WORDS = re.compile(
     r"streaming)|serving_chat\.py|serving_completion\.py|serving_engine\.py|\b(?:400|422) Bad Request|"
     r"BadRequestError|Abort request|Error handling request"
 )
-READY = re.compile(r"The server is fired up and ready to roll|Application startup complete|Uvicorn running on|"
-                      r"Started server process|Server listening on|Connected to the engine|GRPCInferenceService at")
+# the milestones' own ready lines, and the lines other servers print once they accept requests
+READY = re.compile(timeline.READY.pattern + r"|Uvicorn running on|Started server process|Server listening on|"
+                   r"Connected to the engine|GRPCInferenceService at")
 SERVING_GAP = 2  # lines of the failure's own aftermath (a blank, a prompt) that do not count as serving
 
 
