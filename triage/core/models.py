@@ -160,6 +160,9 @@ class Environment(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     launch_settings: dict[str, Any] = Field(default_factory=dict, exclude=True)  # from the launch args only
     launch_command: str | None = None
+    # the launch arguments rebuilt from the printed configuration, non-default values only and
+    # without the program words (recommend stage); kept out of the JSON like launch_settings
+    launch_args: list[str] = Field(default_factory=list, exclude=True)
 
 
 class PhaseDelta(BaseModel):

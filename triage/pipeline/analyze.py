@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from triage.catalogue.load import Catalogue, load_catalogue
+from triage.core.load_summary import LoadSummary
 from triage.core.models import Evidence, Failure, LoadFigures, Report, Timeline
 from triage.pipeline.hints import hints_for
 from triage.pipeline.match import finding_rank
@@ -104,10 +105,11 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     messages = {no: ln.message for no, ln in by_no.items()}
     for f in report.failures:
         f.hints = hints_for(f, env.engine, env.version, messages)
-    report.timeline = _timeline(res, lines, by_no, report.failures)
+    # the load the server was under when it died, else over the whole log
+    load = res.load_before_failure if report.fatal_failures and res.load_before_failure else res.load
+    report.timeline = _timeline(res, lines, by_no, report.failures, load)
     for x in report.findings:
         x.source = name
-    load = res.load_before_failure if report.fatal_failures and res.load_before_failure else res.load
     recommend(report, cat, load)
     return report
 
@@ -125,7 +127,7 @@ def _count_repeats(res: ScanResult, failures: list[Failure]) -> None:
             f.last_line = max(f.last_line or 0, more[1])
 
 
-def _timeline(res: ScanResult, lines: list, by_no: dict, failures: list[Failure]) -> Timeline:
+def _timeline(res: ScanResult, lines: list, by_no: dict, failures: list[Failure], load: LoadSummary) -> Timeline:
     """Built once the failures are final: the crash is the first process-level failure."""
     fatal = [f for f in failures if f.fatal]
     first = fatal[0] if fatal else None
@@ -146,13 +148,12 @@ def _timeline(res: ScanResult, lines: list, by_no: dict, failures: list[Failure]
         timeline.last_load = load_figures(no, text)
     for f in failures:
         f.time = by_no[f.line].ts if f.line in by_no else None
-    load = res.load_before_failure if first is not None and res.load_before_failure else res.load
     if load.peak_running:
         timeline.peak_running = LoadFigures(line=load.peak_line or 0, running=load.peak_running)
-    total = load.new_tokens + load.cached_tokens
-    if load.prefill_lines and total:
-        timeline.prefix_cache = {"cached_tokens": float(load.cached_tokens), "prompt_tokens": float(total),
-                                 "hit_rate": round(100.0 * load.cached_tokens / total, 2)}
+    hit = load.prefix_hit()
+    if hit is not None:
+        cached, total, rate = hit
+        timeline.prefix_cache = {"cached_tokens": float(cached), "prompt_tokens": float(total), "hit_rate": round(rate, 2)}
     return timeline
 
 

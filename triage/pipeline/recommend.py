@@ -15,9 +15,9 @@ import regex
 from triage.catalogue.flags import FlagIndex, flag_index, flag_name
 from triage.catalogue.load import Catalogue
 from triage.catalogue.models import ValueRule, WorkaroundSpec
+from triage.core.load_summary import LoadSummary
 from triage.core.models import Environment, Finding, Report, Workaround
 from triage.core.shellwords import split_command
-from triage.pipeline.scan import LoadSummary
 
 LAUNCH = {"sglang": "python -m sglang.launch_server", "vllm": "vllm serve"}
 # settings printed in the config that are not launch flags (or are positional)
@@ -103,13 +103,13 @@ def _measured_cost(w: WorkaroundSpec, load: LoadSummary | None, env: Environment
     if load is None:
         return None
     if flags & {"--disable-radix-cache", "--no-enable-prefix-caching", "--disable-prefix-caching"}:
-        total = load.new_tokens + load.cached_tokens
-        if load.prefill_lines and total:
-            rate = 100.0 * load.cached_tokens / total
+        hit = load.prefix_hit()
+        if hit is not None:
+            cached, total, rate = hit
             if rate < 2:
                 return (f"this log's prefill lines reused {rate:.1f}% of prompt tokens "
-                        f"({load.cached_tokens:,} of {total:,}): disabling the prefix cache costs almost nothing here")
-            return (f"this log's prefill lines reused {rate:.1f}% of prompt tokens ({load.cached_tokens:,} of {total:,}): "
+                        f"({cached:,} of {total:,}): disabling the prefix cache costs almost nothing here")
+            return (f"this log's prefill lines reused {rate:.1f}% of prompt tokens ({cached:,} of {total:,}): "
                     f"that much prefill work will be recomputed")
         if load.vllm_hit_rates:
             rate = max(load.vllm_hit_rates)
@@ -127,6 +127,7 @@ def recommend(report: Report, cat: Catalogue, load: LoadSummary | None) -> None:
     """Workarounds for each finding, spelled for this server; the engine's own hints (found by
     the parse stage, on each failure) ranked after the catalogue's."""
     env = report.environment
+    env.launch_args = _rebuild_args(env)
     idx = flag_index(env.engine) if env.engine else None
     for finding in report.findings:
         finding.workarounds = _for_finding(finding, cat, env, idx, load, finding_text(report, finding))
@@ -250,13 +251,21 @@ def _render_setting(flag: str, value: Any, takes_value: bool | None) -> list[str
 
 
 def launch_args(env: Environment) -> list[str] | None:
-    """The launch command rebuilt from the printed configuration (non-default values only)."""
-    if env.engine not in LAUNCH or not env.launch_settings:
+    """The launch command the recommend stage rebuilt from the printed configuration."""
+    if env.engine not in LAUNCH or not env.launch_args:
         return None
+    return split_command(LAUNCH[env.engine]) + env.launch_args
+
+
+def _rebuild_args(env: Environment) -> list[str]:
+    """The launch arguments after the program, from the printed configuration (non-default
+    values only); empty when the engine or its flag list is unknown."""
+    if env.engine not in LAUNCH or not env.launch_settings:
+        return []
     idx = flag_index(env.engine)
     if idx is None:
-        return None
-    args = split_command(LAUNCH[env.engine])
+        return []
+    args: list[str] = []
     settings = env.launch_settings
     if env.engine == "vllm":
         model = settings.get("model_tag") or settings.get("model")

@@ -120,6 +120,7 @@ def redact_report(report: Report, ips: bool = False) -> Report:
     launch = report.environment.launch_settings
     out = Report.model_validate(_walk(data, ips))
     out.environment.launch_settings = {k: MASK if secret_setting(k, v) else _walk(v, ips) for k, v in launch.items()}
+    out.environment.launch_args = redact_argv(report.environment.launch_args, ips)
     return out
 
 

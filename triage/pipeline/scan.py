@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from triage.core import vocabulary as anchors
+from triage.core.load_summary import LoadSummary
 from triage.core.vocabulary import CONTENT_BYTES, FAILURE_HINTS
 
 _RUNNING_SGL = re.compile(rb"#running-req: (\d+)")
@@ -26,16 +27,6 @@ GATE_LEN, GATE_MIN = 14, 6
 # HTTP access lines of uvicorn / the engines' own loggers for an answered request
 SERVING_WORD = b'" 200 '  # the end of `"POST /v1/... HTTP/1.1" 200 OK`, whatever the HTTP version
 SERVING_TAIL = 256 * 1024  # only the end of each chunk is searched: a serving log repeats it often
-
-
-@dataclass
-class LoadSummary:
-    peak_running: int = 0
-    peak_line: int | None = None
-    new_tokens: int = 0
-    cached_tokens: int = 0
-    prefill_lines: int = 0
-    vllm_hit_rates: list[float] = field(default_factory=list)
 
 
 @dataclass

@@ -216,14 +216,7 @@ def _headline(r: Report) -> str:
 
 
 def _non_default(r: Report) -> str:
-    from triage.pipeline.recommend import launch_args
-
-    args = launch_args(r.environment)
-    if not args:
-        return ""
-    skip = 3 if r.environment.engine == "sglang" else 2
-    rest = args[skip:]
-    return " ".join(rest)[:1500]
+    return " ".join(r.environment.launch_args)[:1500]
 
 
 def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
