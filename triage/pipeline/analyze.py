@@ -199,7 +199,8 @@ def _failures_from_findings(report: Report, by_no: dict) -> None:
 
     exc_rx = regex.compile(r"(?:^|\s)(" + EXC_NAME + r")(?::\s?(.*))?$")
     by_line: dict[int, int] = {}
-    for x in report.findings:
+    # where two findings claim the same line, the most specific one's evidence makes the failure
+    for x in sorted(report.findings, key=lambda x: (x.incomplete is not None, x.generic, -x.confidence)):
         if x.failure is not None or x.severity not in ("crash", "hang") or x.unlikely or not x.evidence:
             continue
         ev = x.evidence[0]

@@ -13,7 +13,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import regex
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -46,11 +45,6 @@ class MatchContext:
     keyword_lines: set[int] | None = None  # from the scan; None: look in every line
     keep_generic: bool = False  # catalogue examples: show generic findings even when explained
     notes: list[str] = field(default_factory=list)
-
-
-# Lines that carry request content (prompts, outputs): user text can say anything, including
-# an error message, so no signature is matched there.
-CONTENT_LINE = regex.compile("^(?:" + "|".join(regex.escape(p) for p in CONTENT_PREFIXES) + ")")
 
 
 def _by_keyword(cat: Catalogue) -> dict[str, list[Signature]]:
@@ -113,8 +107,8 @@ def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
     for ln in ctx.lines:
         if ctx.keyword_lines is not None and ln.no not in ctx.keyword_lines:
             continue
-        if CONTENT_LINE.match(ln.message):
-            continue
+        if ln.message.startswith(CONTENT_PREFIXES):
+            continue  # user text can say anything, an error message included
         # keywords can overlap ("illegal memory access" inside "an illegal memory access was ..."),
         # so a line that holds one is checked for all of them
         found = [k for k in by_kw if k in ln.text]
@@ -138,7 +132,6 @@ def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
     findings = [_finding(cat.signatures[sid], lines, ctx) for sid, lines in hits.items()]
     if not ctx.keep_generic:
         findings = _drop_explained_generics(findings, cat)
-    findings.sort(key=finding_rank(ctx.failures))
     return findings
 
 
