@@ -15,17 +15,7 @@ from pathlib import Path
 import regex
 
 from triage.catalogue.flags import flag_index, flag_name
-from triage.catalogue.load import (
-    Catalogue,
-    Signature,
-    _add_sig,
-    _add_wk,
-    _yaml_files,
-    builtin_dirs,
-    line_with,
-    load_signature,
-    load_workaround,
-)
+from triage.catalogue.load import Catalogue, Signature, builtin_dirs, line_with, load_catalogue, load_roots
 from triage.core.errors import CatalogueError
 
 # Nested quantifiers such as (a+)+ or (\w*)* and adjacent unbounded wildcards: the shapes
@@ -174,44 +164,10 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
     roots = [Path(d) for d in dirs] if dirs else builtin_dirs()
     roots += [Path(d) for d in extra]
     problems: list[tuple[str, str]] = []
-    cat = Catalogue(dirs=[str(r) for r in roots])
-    for root in roots:
-        if not root.is_dir():
-            problems.append((str(root), "catalogue directory not found"))
-            continue
-        has_sig, has_wk = (root / "signatures").is_dir(), (root / "workarounds").is_dir()
-        if has_sig or has_wk:
-            wk_files = _yaml_files(root / "workarounds") if has_wk else []
-            sig_files = _yaml_files(root / "signatures") if has_sig else []
-            mixed: list[Path] = []
-        else:
-            wk_files, sig_files, mixed = [], [], _yaml_files(root)
-        for f in wk_files:
-            try:
-                _add_wk(cat, load_workaround(f), f)
-            except CatalogueError as e:
-                problems.append((str(f), str(e)))
-        for f in mixed:
-            try:
-                from triage.catalogue.load import read_yaml
-
-                data, _ = read_yaml(f)
-                if isinstance(data, dict) and "patterns" in data:
-                    sig_files.append(f)
-                else:
-                    _add_wk(cat, load_workaround(f), f)
-            except CatalogueError as e:
-                problems.append((str(f), str(e)))
-        for f in sig_files:
-            try:
-                _add_sig(cat, load_signature(f))
-            except CatalogueError as e:
-                problems.append((str(f), str(e)))
+    cat = load_roots(roots, problems)
     # a user's catalogue may reference the built-in workarounds
     if dirs and not any(Path(d).resolve() in [b.resolve() for b in builtin_dirs()] for d in dirs):
         try:
-            from triage.catalogue.load import load_catalogue
-
             base = load_catalogue()
             for wid, w in base.workarounds.items():
                 if wid not in cat.workarounds:
