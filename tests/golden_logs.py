@@ -32,11 +32,10 @@ def golden_path(log: str) -> Path:
 def current_json() -> Iterator[tuple[str, str]]:
     """(log, its JSON) for every covered log, paths relative to the repository as a user in
     its root would type them."""
-    from triage.pipeline.redact import redact_report
-    from triage.render.json_out import render_json
-
     from triage.catalogue.load import load_catalogue
     from triage.pipeline.analyze import Options, analyze
+    from triage.pipeline.redact import redact_report
+    from triage.render.json_out import render_json
 
     here = os.getcwd()
     os.chdir(ROOT)

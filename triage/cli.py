@@ -97,6 +97,8 @@ def analyze(
         from triage.commands.many import analyze_many
 
         reports, errors = analyze_many(paths, cat, opts, jobs)
+    for note in dict.fromkeys(d for r in reports for d in r.diagnostics):
+        sys.stderr.write(f"triage: {note}\n")
     if not no_redact:
         from triage.pipeline.redact import redact_report
 
