@@ -44,12 +44,11 @@ class Follower:
     `generation` goes up, so that the caller can restart its line numbers.
     """
 
-    def __init__(self, path: str, chunk: int = 1 << 16, max_read: int = 1 << 20,
-                 max_line: int = 1 << 20) -> None:
+    def __init__(self, path: str, max_read: int = 1 << 20, max_line: int = 1 << 20) -> None:
         self.path = path
         self.generation = 0
         self.reason = ""  # why the last generation began: "created", "truncated", "rotated"
-        self._chunk, self._max_read, self._max_line = chunk, max_read, max_line
+        self._max_read, self._max_line = max_read, max_line
         self._fh: IO[bytes] | None = None
         self._ino: tuple[int, int] | None = None
         self._pos = 0

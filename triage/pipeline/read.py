@@ -170,10 +170,6 @@ def read_text(path: str) -> str:
     return data.decode("utf-8", "replace")
 
 
-def bytes_source(data: bytes) -> BinaryIO:
-    return io.BytesIO(data)
-
-
 class Prefetch(io.RawIOBase):
     """Reads a slow stream (a decompressor) in a background thread, a few blocks ahead.
 

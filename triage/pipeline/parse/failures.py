@@ -39,7 +39,7 @@ def _from_traceback(tb: Traceback, source: str | None) -> Failure:
         final = tb.chain[-2]
     chain = [ExceptionInfo(exception=e.type, message=e.message) for e in tb.chain]
     cause: ExceptionInfo | None = None
-    wrapped = unwrap(final.type, final.message)
+    wrapped = unwrap(final.message)
     if wrapped is not None:
         inner_type = wrapped[0]
         if not inner_type and len(tb.chain) > 1 and tb.chain[0].message.startswith(wrapped[1][:40]):

@@ -312,7 +312,7 @@ def parse_tracebacks(lines: list[LogLine]) -> list[Traceback]:
     return out
 
 
-def unwrap(exc_type: str, message: str) -> tuple[str, str] | None:
+def unwrap(message: str) -> tuple[str, str] | None:
     """The real cause inside a wrapper such as `Exception: Capture cuda graph failed: <cause>`."""
     for rx in WRAPPERS:
         m = rx.search(message)
