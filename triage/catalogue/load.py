@@ -188,7 +188,7 @@ def _yaml_files(root: Path) -> list[Path]:
     return out
 
 
-CACHE_VERSION = "3"  # bumped when the pickled models change shape (2: WorkaroundSpec.auto; 3: proper-fix fields)
+CACHE_VERSION = "4"  # bumped when the pickled models change shape (2: WorkaroundSpec.auto; 3: proper-fix fields; 4: no conflicts)
 
 
 def _cache_path(roots: list[Path]) -> Path | None:

@@ -24,16 +24,15 @@ from triage.pipeline.parse.lines import LogLine
 
 PATTERN_TIMEOUT = 0.5  # seconds for one pattern on one line
 MAX_EVIDENCE = 6
-# What a setting name in a signature's `when` may be called in each engine's printed config.
+# What a setting name in a signature's `when` may be called in each engine's printed config,
+# in the order they are tried; any other name is read as itself. The table in docs/catalogue.md
+# lists the same (tests/test_catalogue_contract.py).
 SETTING_ALIASES = {
     "attention_backend": ["attention_backend", "attn_backend", "VLLM_ATTENTION_BACKEND"],
-    "kv_cache_dtype": ["kv_cache_dtype"],
     "tp_size": ["tp_size", "tensor_parallel_size"],
     "tensor_parallel_size": ["tensor_parallel_size", "tp_size"],
     "dp_size": ["dp_size", "data_parallel_size"],
     "quantization": ["quantization", "quantize"],
-    "enable_prefix_caching": ["enable_prefix_caching"],
-    "enforce_eager": ["enforce_eager"],
 }
 
 

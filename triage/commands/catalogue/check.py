@@ -118,6 +118,27 @@ def _auto_problems(cat: Catalogue) -> list[tuple[str, str]]:
 ENGINES_OF_ANY = ("sglang", "vllm")  # an engine-any crash must help at least the two main engines
 
 
+COMMON = "common"  # the folder for entries of every engine (engine: any, docker)
+
+
+def folder_problems(cat: Catalogue) -> list[tuple[str, str]]:
+    """The `engine:` field is the one statement of an entry's engine; the folder only organises
+    the files and must agree with it (sglang/ for sglang, common/ for any and docker). Only
+    entries under a signatures/ or workarounds/ tree are held to it; the id carries no meaning."""
+    out = []
+    entries = [(s.path, sid, "signature", s.spec.engine) for sid, s in cat.signatures.items()]
+    entries += [(cat.workaround_paths[wid], wid, "workaround", w.engine) for wid, w in cat.workarounds.items()]
+    for path, eid, kind, engine in entries:
+        p = Path(path)
+        if p.parent.parent.name not in ("signatures", "workarounds"):
+            continue  # a bare directory of entries, or a flat signatures/ folder: no engine folders
+        want = COMMON if engine in ("any", "docker") else engine
+        if p.parent.name != want:
+            out.append((path, f"{eid}: {kind} for engine {engine!r} is in folder {p.parent.name}/; "
+                              f"move it to {p.parent.parent.name}/{want}/"))
+    return out
+
+
 def _depth_problems(cat: Catalogue) -> list[tuple[str, str]]:
     """Every signature says what the proper fix is, and a crash offers a change for each
     engine it covers (or says why there is none): the two questions on-call asks first."""
@@ -185,6 +206,7 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
     problems.extend(_flag_problems(cat))
     problems.extend(_auto_problems(cat))
     problems.extend(_depth_problems(cat))
+    problems.extend(folder_problems(cat))
     n_examples = 0
     if not any("unknown workaround" in p for _, p in problems):
         n_examples, ex_problems = _run_examples(cat)
