@@ -12,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 DATA = Path(__file__).resolve().parent / "data" / "flags"
 
 try:
-    _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
+    _Loader: type = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover
     _Loader = yaml.SafeLoader
 

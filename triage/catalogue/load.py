@@ -20,7 +20,7 @@ from triage.catalogue.models import SignatureSpec, WorkaroundSpec
 from triage.core.errors import CatalogueError
 
 try:
-    _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
+    _Loader: type = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - pure-Python PyYAML
     _Loader = yaml.SafeLoader
 
@@ -181,7 +181,7 @@ def load_workaround(path: Path) -> WorkaroundSpec:
 def _yaml_files(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
-    out = []
+    out: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         out.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith((".yaml", ".yml")))
@@ -277,8 +277,10 @@ def _entries(root: Path) -> list[tuple[Path, bool | None]]:
     """(file, is it a signature) for every entry under `root`, workarounds first; None for a
     bare directory of entries, whose files are told apart by their fields when loaded."""
     sig_root, wk_root = root / "signatures", root / "workarounds"
+    out: list[tuple[Path, bool | None]]
     if sig_root.is_dir() or wk_root.is_dir():
-        return [(f, False) for f in _yaml_files(wk_root)] + [(f, True) for f in _yaml_files(sig_root)]
+        out = [(f, False) for f in _yaml_files(wk_root)]
+        return out + [(f, True) for f in _yaml_files(sig_root)]
     return [(f, None) for f in _yaml_files(root)]
 
 

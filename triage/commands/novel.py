@@ -53,7 +53,7 @@ def template(no: int, text: str) -> str | None:
     return None
 
 
-def _numbered(lines: Iterable[str] | Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+def _numbered(lines: Iterable[str | tuple[int, str]]) -> Iterator[tuple[int, str]]:
     for i, item in enumerate(lines, 1):
         if isinstance(item, tuple):
             yield item

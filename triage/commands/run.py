@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
-from typing import IO
+from typing import IO, cast
 
 from triage.commands.watch import (
     POLL_INTERVAL,
@@ -115,7 +115,7 @@ class Server:
             raise TriageError(f"{command[0]}: permission denied") from None
         except OSError as e:
             raise TriageError(f"{command[0]}: cannot start ({e.strerror or e})") from None
-        terminal = getattr(sys.stderr, "buffer", sys.stderr)
+        terminal = cast("IO[bytes]", getattr(sys.stderr, "buffer", sys.stderr))
         self.output: Tee | Echo
         if detached:
             self.output = Echo(str(log.name), terminal)

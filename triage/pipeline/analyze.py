@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import BinaryIO, cast
 
 from triage.catalogue.load import Catalogue, load_catalogue
 from triage.core import vocabulary
@@ -67,7 +68,8 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
         from triage.pipeline.read import Prefetch, iter_spans
 
         compressed = not isinstance(fh, (io.BufferedReader, io.FileIO))
-        src = Prefetch(fh) if compressed else fh
+        # a Prefetch reads like the binary file it wraps (read, readinto)
+        src = cast(BinaryIO, Prefetch(fh)) if compressed else fh
         return scan(progress.wrap(iter_spans(src, name=path)), pf)
 
 

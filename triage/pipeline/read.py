@@ -14,7 +14,7 @@ import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from triage.core.errors import TriageError
 
@@ -29,7 +29,8 @@ _DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (EOFError, gzip.BadGzipFil
 try:
     from isal.isal_zlib import error as _IsalError
 
-    _DECOMPRESS_ERRORS += (_IsalError,)
+    # the stub declares `error` an instance; it is the exception class
+    _DECOMPRESS_ERRORS += (cast("type[BaseException]", _IsalError),)
 except ImportError:  # pragma: no cover - isal is optional
     pass
 

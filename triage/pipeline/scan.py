@@ -66,7 +66,7 @@ class Prefilter:
         self._hs = None
         if prefer_hyperscan:
             try:
-                import hyperscan  # type: ignore[import-not-found]
+                import hyperscan
 
                 db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
                 exprs = [re.escape(w).encode() for w in self.words]
@@ -115,7 +115,8 @@ class Prefilter:
                 out.append((to, wid))
 
             with memoryview(chunk) as mv:
-                self._hs.scan(mv[:n], match_event_handler=on_match)
+                # the binding scans any buffer (no copy of the chunk); its stub says str or bytes
+                self._hs.scan(mv[:n], match_event_handler=on_match)  # type: ignore[type-var]
             return out
         if self._gate_rx is None:
             self._gate_rx = self._gates(bytes(chunk[: min(n, 64 * 1024)]))
@@ -170,7 +171,7 @@ def trie_regex(words: list[bytes]) -> bytes:
     return build(trie)
 
 
-def _decode(b: bytes) -> str:
+def _decode(b: bytes | bytearray) -> str:
     # a kept line is cut at LINE_CAP (the reader already cut anything over MAX_LINE), so one
     # huge line costs neither regex time nor report size
     return b[:LINE_CAP].decode("utf-8", "replace")
@@ -587,9 +588,9 @@ def merge(parts: list[ScanResult]) -> ScanResult:
         out.capped = out.capped or res.capped
         for k, h in res.window_keys.items():
             out.window_keys.setdefault(k, h)
-        for k, (c, last) in res.repeats.items():
-            have = out.repeats.get(k, (0, last))
-            out.repeats[k] = (have[0] + c, max(have[1], last))
+        for rk, (c, last) in res.repeats.items():
+            have = out.repeats.get(rk, (0, last))
+            out.repeats[rk] = (have[0] + c, max(have[1], last))
         offset += res.total_lines
     out.total_lines = offset
     return out

@@ -340,7 +340,8 @@ def _catalogue_root(ref: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
         subprocess.run(["tar", "-x", "-C", tmp.name], input=archive.stdout, capture_output=True, check=True)
     except (OSError, subprocess.CalledProcessError) as e:
         tmp.cleanup()
-        detail = e.stderr.decode(errors="replace").strip().splitlines()[0] if getattr(e, "stderr", None) else str(e)
+        stderr = e.stderr if isinstance(e, subprocess.CalledProcessError) else None
+        detail = stderr.decode(errors="replace").strip().splitlines()[0] if stderr else str(e)
         raise TriageError(f"--against {ref}: not a directory or a git revision of the catalogue ({detail})") from None
     return tmp.name, tmp
 

@@ -77,7 +77,7 @@ def todo_problems(sig: Signature) -> list[str]:
 
 def hyperscan_rejects(cat: Catalogue) -> list[str]:
     try:
-        import hyperscan  # type: ignore[import-not-found]
+        import hyperscan
     except ImportError:
         return []
     out = []
@@ -126,7 +126,8 @@ def folder_problems(cat: Catalogue) -> list[tuple[str, str]]:
     the files and must agree with it (sglang/ for sglang, common/ for any and docker). Only
     entries under a signatures/ or workarounds/ tree are held to it; the id carries no meaning."""
     out = []
-    entries = [(s.path, sid, "signature", s.spec.engine) for sid, s in cat.signatures.items()]
+    entries: list[tuple[str, str, str, str]] = [(s.path, sid, "signature", s.spec.engine)
+                                                for sid, s in cat.signatures.items()]
     entries += [(cat.workaround_paths[wid], wid, "workaround", w.engine) for wid, w in cat.workarounds.items()]
     for path, eid, kind, engine in entries:
         p = Path(path)
@@ -197,9 +198,9 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
         except CatalogueError as e:
             problems.append(("built-in catalogue", str(e)))
     for s in cat.signatures.values():
-        for w in s.spec.workarounds:
-            if w not in cat.workarounds:
-                problems.append((f"{s.path}:{line_with(s.path, w)}", f"{s.spec.id}: unknown workaround id {w!r}"))
+        for ref in s.spec.workarounds:
+            if ref not in cat.workarounds:
+                problems.append((f"{s.path}:{line_with(s.path, ref)}", f"{s.spec.id}: unknown workaround id {ref!r}"))
         for p in pattern_problems(s):
             problems.append((s.path, f"{s.spec.id}: {p}"))
         problems.extend((s.path, f"{s.spec.id}: {p}") for p in todo_problems(s))
