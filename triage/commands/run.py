@@ -271,7 +271,7 @@ def supervise(server: Server, w: Watcher, out: Printer, opts: WatchOptions, stop
 
 def _finish(server: Server, w: Watcher, out: Printer, rc: int) -> int:
     """The server is gone: the report of its whole log, and the exit status."""
-    report = w.analyze()
+    report = w.report()
     failed = report is not None and report.exit_code == EXIT_FAILURE
     code = exit_status(rc, failed, server.forwarded)
     how = f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with status {rc}"

@@ -185,14 +185,15 @@ class Watcher:
     def confirm(self) -> Report | None:
         """Run the pipeline on the file; the failure is real only if it finds one. Otherwise
         forget the block and keep watching."""
-        report = self.analyze()
+        report = self.report()
         if report is not None and report.exit_code == EXIT_FAILURE:
             return report
         self.block.reset()
         self._block_opened_at = None
         return None
 
-    def analyze(self) -> Report | None:
+    def report(self) -> Report | None:
+        """The Report of the log as read so far (None until the file exists)."""
         from triage.pipeline.analyze import Options, analyze
 
         if not os.path.exists(self.path):
