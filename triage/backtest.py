@@ -11,7 +11,6 @@ entry gains and breaks before it is merged.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Iterable
@@ -23,6 +22,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from triage.errors import TriageError
+from triage.lazyre import lazy
 
 METRICS = ("detected", "exception", "recognised", "right1", "fix1", "fixany", "clean")
 METRIC_TITLES = {
@@ -174,7 +174,7 @@ def load_cases(corpus: str | Path, split: str = "all") -> list[Case]:
 
 # ---- running -----------------------------------------------------------------------------------
 
-_FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_-]*")
+_FLAG = lazy(r"--[A-Za-z0-9][A-Za-z0-9_-]*")
 _WORKER_CATALOGUE = None
 
 

@@ -27,11 +27,12 @@ from triage.catalogue.load import (
     load_workaround,
 )
 from triage.errors import CatalogueError
+from triage.lazyre import lazy_regex
 
 # Nested quantifiers such as (a+)+ or (\w*)* and adjacent unbounded wildcards: the shapes
 # that make backtracking engines explode.
-_NESTED = regex.compile(r"\((?:[^()\\]|\\.)*[+*}]\)[+*{]")
-_DOUBLE_WILD = regex.compile(r"\.[*+]\??\s*\.[*+]")
+_NESTED = lazy_regex(r"\((?:[^()\\]|\\.)*[+*}]\)[+*{]")
+_DOUBLE_WILD = lazy_regex(r"\.[*+]\??\s*\.[*+]")
 ADVERSARIAL_TIMEOUT = 0.25
 
 
