@@ -20,13 +20,15 @@ _BOUND = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", 
 class LazyPattern:
     """Stands in for a compiled pattern; compiles it the first time any method is used."""
 
-    def __init__(self, pattern: str | bytes, flags: int, engine: Any) -> None:
+    def __init__(self, pattern: str | bytes, flags: int, engine: str) -> None:
         self.pattern = pattern  # readable without compiling: other patterns are built from it
         self._flags = flags
-        self._engine = engine
+        self._engine = engine  # "re" or "regex"
 
     def compiled(self) -> Any:
-        c = self._engine.compile(self.pattern, self._flags)
+        import importlib
+
+        c = importlib.import_module(self._engine).compile(self.pattern, self._flags)
         for name in _BOUND:
             if hasattr(c, name):
                 setattr(self, name, getattr(c, name))
@@ -39,18 +41,25 @@ class LazyPattern:
             raise AttributeError(name)
         return getattr(self.compiled(), name)
 
+    # immutable, like a compiled pattern: copies are the object itself, pickles the source
+    def __copy__(self) -> LazyPattern:
+        return self
+
+    def __deepcopy__(self, _memo: dict) -> LazyPattern:
+        return self
+
+    def __reduce__(self) -> tuple:
+        return (LazyPattern, (self.pattern, self._flags, self._engine))
+
     def __repr__(self) -> str:
         return f"lazy({self.pattern!r})"
 
 
 def lazy(pattern: AnyStr, flags: int = 0) -> re.Pattern[AnyStr]:
     """`re.compile`, deferred to the pattern's first use."""
-    return cast("re.Pattern[AnyStr]", LazyPattern(pattern, flags, re))
+    return cast("re.Pattern[AnyStr]", LazyPattern(pattern, flags, "re"))
 
 
 def lazy_regex(pattern: str, flags: int = 0) -> Any:
-    """`regex.compile`, deferred to the pattern's first use (the `regex` module itself is
-    imported then too)."""
-    import regex
-
-    return LazyPattern(pattern, flags, regex)
+    """`regex.compile`, deferred to the pattern's first use."""
+    return LazyPattern(pattern, flags, "regex")
