@@ -38,6 +38,7 @@ HAND_KNOWN = [
 ]
 _FLAG_SLOT = re.compile(r"--[a-z][a-z0-9-]*")
 _TEMPLATE_SLOT = r"\\\{[^}]*\\\}|%[sdfr]|%\\\.\d+f"
+_EXCEPTION_NAME = re.compile(r"^(?:[A-Za-z_][\w.]{0,100}(?:Error|Exception|Warning)): ")
 MIN_PREFIX = 24  # characters of a known message a cut-off line must keep to be recognised
 
 
@@ -84,8 +85,9 @@ def cite(text: str, engine: str | None) -> str | None:
 
 def recognised(text: str, engine: str | None) -> bool:
     """The line is a hint the engine is known to print: exactly, with other flag names, or cut
-    off after at least MIN_PREFIX characters (never with text added: that is how advice is forged)."""
-    norm = _norm(text)
+    off after at least MIN_PREFIX characters (never with text added: that is how advice is forged).
+    An exception's name in front (`RuntimeError: <hint>`) is how Python prints a raised hint."""
+    norm = _norm(_EXCEPTION_NAME.sub("", text.strip(), count=1))
     shape = _FLAG_SLOT.sub("--flag", norm)
     for rx, shape_rx, literal, eng, _source in _known():
         if engine is not None and eng != engine:
