@@ -175,7 +175,7 @@ RULES: list[SecretRule] = [
         "private-key", "private-key", ("-----begin",),
         r"(?P<keep>-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
         r"(?:(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----)){0,8192}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
-        r"|[^\n]*(?:\n[ \t]*[A-Za-z0-9+/=]{16,}[ \t]*(?=\n|$))*)",
+        r"|[^\n]*(?:\n[ \t]*(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]{1,15}={1,2})[ \t]*(?=\n|$))*)",
         "key: -----BEGIN PRIVATE KEY-----{s}", "\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + _fill(40) + "\\n-----END PRIVATE KEY-----",
         "-----BEGIN CERTIFICATE----- is public"),
     SecretRule(
@@ -220,7 +220,7 @@ RULES: list[SecretRule] = [
         "python -m sglang.launch_server --api-key {s} --tp 8", "flagKey-7f3a9b2c", "--skip-tokenizer-init --tp 8"),
     SecretRule(
         "wandb-login", "", ("wandb",),
-        r"(?P<keep>\bwandb\.login\([^)\n]{0,80}?\bkey\s*=\s*['\"])[^'\"\s]{1,256}",
+        r"(?P<keep>\bwandb\.login\([^)\n]{0,80}?\bkey\s*=\s*['\"]?)[^'\"\s),]{1,256}",
         "wandb.login(key='{s}')", _hex(40), "wandb.login(anonymous='allow')"),
     SecretRule(
         "wandb-login-cli", "", ("wandb",),

@@ -1,0 +1,142 @@
+"""Every redaction rule on its own true positive and near miss (gitleaks style), driven by the
+table in triage/secret_rules.py; tokens hard-wrapped across lines; PEM bodies; bounded cost."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from triage.redact import MASK, entropy, redact_data, redact_lines, redact_text, secret_setting
+from triage.secret_rules import RULES, SecretRule
+
+IDS = [r.id for r in RULES]
+
+
+def test_rule_ids_are_unique_and_keywords_lower_case():
+    assert len(set(IDS)) == len(IDS)
+    for r in RULES:
+        assert r.keywords and all(k == k.lower() for k in r.keywords), r.id
+
+
+@pytest.mark.parametrize("rule", RULES, ids=IDS)
+def test_rule_masks_its_example(rule: SecretRule):
+    line = rule.example.format(s=rule.secret)
+    assert re.search(rule.regex, line), "the rule's own regex finds its example"
+    assert any(k in line.lower() for k in rule.keywords), "the keyword prefilter lets the example through"
+    out = redact_text(line)
+    assert rule.secret not in out and MASK in out, out
+
+
+@pytest.mark.parametrize("rule", RULES, ids=IDS)
+def test_rule_leaves_its_near_miss_alone(rule: SecretRule):
+    assert redact_text(rule.near_miss) == rule.near_miss
+
+
+@pytest.mark.parametrize("rule", RULES, ids=IDS)
+def test_the_mask_keeps_what_is_not_secret(rule: SecretRule):
+    """Text around the secret stays, so the report still says what was configured."""
+    before, _, after = rule.example.format(s="\0").partition("\0")
+    out = redact_text(rule.example.format(s=rule.secret))
+    head = re.split(r"[\s'\"=:({\[]", before)[0]
+    assert out.startswith(head)
+    tail = re.split(r"[\s'\"=:;)}\]]", after[::-1])[0][::-1]
+    assert out.endswith(tail)
+
+
+WRAPPED = [r for r in RULES if r.wrap is not None]
+
+
+@pytest.mark.parametrize("rule", WRAPPED, ids=[r.id for r in WRAPPED])
+def test_token_hard_wrapped_across_two_lines(rule: SecretRule):
+    token = rule.secret
+    for cut in (len(token) // 3, len(token) // 2, len(token) - 3):
+        first, second = token[:cut], token[cut:]
+        for lines in ([f"[2025-01-01 00:00:01] using {first}", f"{second} for the hub"],
+                      [f"2025-01-01T00:00:01Z stdout P auth {first}", f"2025-01-01T00:00:01Z stdout F {second}"]):
+            out = redact_lines(lines)
+            assert len(out) == 2
+            joined = "\n".join(out)
+            assert second not in joined and first not in joined, (rule.id, cut, out)
+            assert "for the hub" in joined or "stdout F" in joined
+
+
+@pytest.mark.parametrize("rule", WRAPPED, ids=[r.id for r in WRAPPED])
+def test_a_whole_token_at_the_end_of_a_line_leaves_the_next_line_alone(rule: SecretRule):
+    out = redact_lines([f"key {rule.secret}", "Traceback (most recent call last):"])
+    assert out[1] == "Traceback (most recent call last):"
+
+
+def test_wrapped_token_inside_one_string():
+    token = next(r.secret for r in RULES if r.id == "huggingface-token")
+    out = redact_text(f"login {token[:10]}\n{token[10:]} ok")
+    assert token[10:] not in out and out.count("\n") == 1 and out.endswith(" ok")
+
+
+PEM_BODY = ["MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7", "VJTUt9Us8cKjMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dV", "Mvw=="]
+
+
+@pytest.mark.parametrize("end", [True, False], ids=["with-end", "end-cut-off"])
+def test_private_key_body_across_lines(end: bool):
+    lines = ["[2025-01-01] loading key -----BEGIN RSA PRIVATE KEY-----", *PEM_BODY]
+    if end:
+        lines.append("-----END RSA PRIVATE KEY-----")
+    lines.append("[2025-01-01] next line")
+    out = redact_lines(lines)
+    assert len(out) == len(lines)
+    for part in PEM_BODY:
+        assert not any(part in x for x in out)
+    assert out[0].startswith("[2025-01-01] loading key -----BEGIN RSA PRIVATE KEY-----")
+    assert out[-1] == "[2025-01-01] next line"
+
+
+def test_private_key_in_one_json_line():
+    line = '{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\n' + PEM_BODY[0] + '\\n-----END PRIVATE KEY-----\\n"}'
+    assert PEM_BODY[0] not in redact_text(line)
+
+
+def test_evidence_runs_are_redacted_together_only_when_consecutive():
+    token = next(r.secret for r in RULES if r.id == "huggingface-token")
+    ev = [{"line": 4, "text": f"x {token[:12]}"}, {"line": 5, "text": f"{token[12:]} y"},
+          {"line": 9, "text": token[12:] + " z"}]
+    out = redact_data({"evidence": ev})["evidence"]
+    assert out[0]["text"] == f"x {MASK}" and out[1]["text"] == f"{MASK} y"
+    assert out[2]["text"] == token[12:] + " z"  # line 9 does not continue line 4: a lone fragment is not a token
+
+
+@pytest.mark.parametrize(("name", "value", "secret"), [
+    ("api_key", "abc", True), ("hf_token", "x-y-z", True), ("PGPASSWORD", "hunter2", True),
+    ("AZURE_OPENAI_KEY", "k", True), ("ssl_keyfile_password", "pw", True), ("client_secret_id", "x", True),
+    ("wandb_key", "0123456789abcdef0123456789abcdef01234567", True),
+    ("cache_key", "layer_0_attn", False), ("api_key", None, False), ("hf_token", "None", False),
+    ("max_new_token", 512, False), ("tokenizer_path", "org/m", False), ("eos_token", "</s>", False),
+    ("pad_token", "<|endoftext|>", False), ("skip_tokenizer_init", False, False),
+])
+def test_settings_named_like_secrets(name, value, secret):
+    assert secret_setting(name, value) is secret
+
+
+def test_entropy_gates_the_generic_key_rule():
+    assert entropy("aaaaaaaaaaaaaaaa") == 0
+    low, high = "cache_key=aaaaaaaa1111111111", "cache_key=Zq8xV2pL9mW4rT7yB3nK"
+    assert redact_text(low) == low
+    assert MASK in redact_text(high)
+
+
+def test_every_rule_credits_gitleaks_or_says_it_has_none():
+    credited = [r for r in RULES if r.gitleaks]
+    assert len(credited) >= 20
+    for r in credited:
+        assert re.fullmatch(r"[a-z0-9-]+(?:, [a-z0-9-]+)*", r.gitleaks), r.id
+
+
+def test_redaction_is_bounded_on_pathological_input():
+    """The new shapes on top of tests/test_hardening.py's lines: many BEGIN lines, repeated names."""
+    n = 1 << 20
+    for text in ["-----BEGIN PRIVATE KEY-----\n" * (n // 28), "a_key=" * (n // 6), "wandb.login(key=" * (n // 16),
+                 "A_PASSWORD_" * (n // 11), "password: " * (n // 10), ("hf_" + "a" * 20 + "\n") * (n // 24),
+                 "postgres://a:" + "@" * n, "x_key: " * (n // 7)]:
+        t = time.perf_counter()
+        redact_text(text, ips=True)
+        assert time.perf_counter() - t < 3, text[:20]
