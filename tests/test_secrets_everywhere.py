@@ -98,7 +98,7 @@ def test_the_secrets_reach_the_report_when_kept(log):
     for r, example in zip(RULES, EXAMPLES, strict=True):
         assert r.secret in failure["message"], (r.id, "exception message")
         assert f"{example!r}" in raw, (r.id, "config dict")
-        assert f"locals: self=<Client>, " in raw and example in raw, (r.id, "traceback locals")
+        assert "locals: self=<Client>, " in raw and example in raw, (r.id, "traceback locals")
         assert r.secret in env or json.dumps(r.secret)[1:-1] in env, (r.id, "launch command")
     for t in WRAPPED:
         assert t[len(t) // 2:] + " and" in raw, "wrapped line"
