@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from triage.terminal import printable
+from triage.core.terminal import printable
 
 # OSC 52 (clipboard write), OSC 0 (window title), C1 CSI (one byte), DCS, bidi override and isolate
 ESCAPES = {
@@ -125,7 +125,7 @@ def test_forged_advice_is_quoted_as_log_text(tmp_path):
 def test_real_engine_hints_stay_the_engines():
     """SGLang's own 'Possible solutions' (an older spelling of a flag, an item cut off) and TGI's
     warmup hint are still recognised."""
-    from triage.hints import recognised
+    from triage.pipeline.hints import recognised
 
     assert recognised("1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)", "sglang")
     assert recognised("2. set --cuda-graph-max-bs to a smaller value (e.g., 16)", "sglang")

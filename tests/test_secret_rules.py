@@ -1,5 +1,5 @@
 """Every redaction rule on its own true positive and near miss (gitleaks style), driven by the
-table in triage/secret_rules.py; tokens hard-wrapped across lines; PEM bodies; bounded cost."""
+table in triage/pipeline/secret_rules.py; tokens hard-wrapped across lines; PEM bodies; bounded cost."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from triage.redact import MASK, entropy, redact_data, redact_lines, redact_text, secret_setting
-from triage.secret_rules import RULES, SecretRule
+from triage.pipeline.redact import MASK, entropy, redact_data, redact_lines, redact_text, secret_setting
+from triage.pipeline.secret_rules import RULES, SecretRule
 
 IDS = [r.id for r in RULES]
 

@@ -1,4 +1,4 @@
-"""One generated log with a secret of every kind (every rule of triage/secret_rules.py) in every
+"""One generated log with a secret of every kind (every rule of triage/pipeline/secret_rules.py) in every
 position - the launch line, a config dict, traceback locals, the exception message, a token
 hard-wrapped across lines - checked in every output: `analyze` Markdown and JSON (stdout and
 -o), the `triage new` skeleton, `watch` and `run` reports and JSON events with their stderr
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from triage.secret_rules import RULES
+from triage.pipeline.secret_rules import RULES
 
 EXAMPLES = [r.example.format(s=r.secret) for r in RULES]
 WRAPPED = [r.secret for r in RULES if r.wrap is not None]

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from triage.errors import EXIT_USAGE, TriageError
+from triage.core.errors import EXIT_USAGE, TriageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Crash triage and workaround recommendations for LLM inference server logs.")
@@ -49,8 +49,8 @@ def _load(extra: list[Path] | None):  # noqa: ANN202
 
 
 def _write(text: str, output: Path | None, inputs: list[str]) -> None:
-    from triage.output import current
-    from triage.terminal import printable
+    from triage.commands.output import current
+    from triage.core.terminal import printable
 
     if output is None:
         current().write(text)
@@ -82,9 +82,9 @@ def analyze(
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="A healthy (or earlier) log of the same server: compare startup times and list its new warning and error lines.")] = None,  # noqa: UP045
 ) -> None:
     """Analyse server logs: what failed, why, what to do now, and the evidence."""
-    from triage.output import use
-    from triage.pipeline import Options
-    from triage.pipeline import analyze as run
+    from triage.commands.output import use
+    from triage.pipeline.analyze import Options
+    from triage.pipeline.analyze import analyze as run
 
     out = use(redact=not no_redact, ips=redact_ips)
     cat = _load(catalogue)
@@ -95,24 +95,24 @@ def analyze(
     if len(paths) == 1:
         reports, errors = [run(paths[0], cat, opts)], {}
         if baseline is not None:
-            from triage.baseline import compare
+            from triage.commands.baseline import compare
 
             compare(reports[0], baseline, cat, opts)
     else:
-        from triage.many import analyze_many
+        from triage.commands.many import analyze_many
 
         reports, errors = analyze_many(paths, cat, opts, jobs)
     reports = [out.report(r) for r in reports]
     errors = {k: out.text(v) for k, v in errors.items()}
     # only the renderer asked for is imported (jinja2 is not needed for JSON)
     if format == Format.json:
-        from triage.report.json_out import render_json
+        from triage.render.json_out import render_json
     else:
-        from triage.report.markdown import render_markdown
+        from triage.render.markdown import render_markdown
     if len(paths) == 1:
         text = render_json(reports[0]) if format == Format.json else render_markdown(reports[0])
     else:
-        from triage.many import summarise, summary_dict, summary_markdown
+        from triage.commands.many import summarise, summary_dict, summary_markdown
 
         summary = summarise(reports, errors)
         if format == Format.json:
@@ -159,7 +159,7 @@ def signatures(
     catalogue: CatalogueOpt = None,
 ) -> None:
     """List the catalogue's signatures."""
-    from triage.catalogue.show import list_json, list_markdown
+    from triage.commands.catalogue.show import list_json, list_markdown
 
     cat = _load(catalogue)
     _write(list_json(cat, engine) if format == Format.json else list_markdown(cat, engine), None, [])
@@ -171,7 +171,7 @@ def show(
     catalogue: CatalogueOpt = None,
 ) -> None:
     """Print one signature with its workarounds, as a person wants to read it."""
-    from triage.catalogue.show import show_markdown
+    from triage.commands.catalogue.show import show_markdown
 
     _write(show_markdown(_load(catalogue), signature_id), None, [])
 
@@ -183,7 +183,7 @@ def catalogue_check(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems and the summary.")] = False,
 ) -> None:
     """Validate every entry and run every example; exit 1 on any problem."""
-    from triage.catalogue.check import check
+    from triage.commands.catalogue.check import check
 
     dirs = [str(directory)] if directory is not None else None
     problems, summary = check(dirs, [str(p) for p in catalogue or []], verbose=not quiet)
@@ -208,8 +208,8 @@ def catalogue_backtest(
     min_clean: Annotated[Optional[float], typer.Option("--min-clean")] = None,  # noqa: UP045
 ) -> None:
     """Run the pipeline on every case of a labelled corpus and score it; exit 1 below a --min-* threshold."""
-    from triage.backtest import backtest, failed_thresholds
-    from triage.report import backtest_out
+    from triage.commands.catalogue import backtest_out
+    from triage.commands.catalogue.backtest import backtest, failed_thresholds
 
     if split not in ("dev", "test", "all"):
         raise TriageError(f"--split {split}: expected dev, test or all")
@@ -237,8 +237,8 @@ def watch(
     redact_ips: RedactIpsOpt = False,
 ) -> None:
     """Follow a server log as it is written: phase on stderr; ready (0), failure report (1), timeout (3)."""
-    from triage.output import use
-    from triage.watch import WatchOptions, watch_file
+    from triage.commands.output import use
+    from triage.commands.watch import WatchOptions, watch_file
 
     use(redact=not no_redact, ips=redact_ips)
     opts = WatchOptions(timeout=timeout, until=until, fmt=format.value, grace=grace,
@@ -261,8 +261,8 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="With --retry: print the changes that would be made for the failure in the existing --log FILE, in order; start nothing.")] = False,
 ) -> None:
     """Start a server, tee its output to the terminal and a log, and watch it; exit with its status."""
-    from triage.output import use
-    from triage.watch import WatchOptions
+    from triage.commands.output import use
+    from triage.commands.watch import WatchOptions
 
     use(redact=not no_redact, ips=redact_ips)
     if retry is None and (until is not None or dry_run):
@@ -271,10 +271,10 @@ def run(
                         grace=grace, catalogue_dirs=[str(p) for p in catalogue or []], redact=not no_redact,
                         redact_ips=redact_ips)
     if retry is None:
-        from triage.run import run_command
+        from triage.commands.run import run_command
 
         raise typer.Exit(run_command(command or [], log, opts))
-    from triage.retry.loop import plan_from_log, retry_command
+    from triage.commands.retry.loop import plan_from_log, retry_command
 
     if dry_run:
         if log is None:
@@ -291,9 +291,9 @@ def new(
     catalogue: CatalogueOpt = None,
 ) -> None:
     """Write a catalogue signature skeleton for an unknown failure (fill in its TODOs)."""
-    from triage.output import use
-    from triage.pipeline import analyze as run
-    from triage.skeleton import first_unknown, skeleton
+    from triage.commands.new import first_unknown, skeleton
+    from triage.commands.output import use
+    from triage.pipeline.analyze import analyze as run
 
     # the excerpt becomes a catalogue example, which gets committed and shared: always redacted
     report = use(redact=True).report(run(log, _load(catalogue)))
@@ -337,7 +337,7 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type,
 
 def main() -> None:
     """Entry point: one clear line on stderr for any error, never a traceback."""
-    from triage.output import current
+    from triage.commands.output import current
 
     exits, aborts, usage = _click_exceptions()
     try:

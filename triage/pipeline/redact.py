@@ -1,0 +1,203 @@
+"""Secrets out of everything triage writes.
+
+Reports get pasted into public issues and post-mortems, `triage new` skeletons get committed;
+logs carry Hugging Face tokens, API keys, private keys and passwords in URLs. The rules are data
+(triage/pipeline/secret_rules.py, derived from gitleaks'); this module applies them. It is called from
+one place, triage/commands/output.py, which every output goes through.
+
+Redaction works on text triage is about to write, never on the whole log: a report is bounded
+(kept lines are capped), so the cost is too. Every pattern is bounded (no nested unbounded
+repeats) and runs only on text holding one of its keywords.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from triage.core.models import Report
+from triage.pipeline.secret_rules import IPV4, IPV6, NOT_SECRET_VALUE, RULES, SECRET_WORD, SecretRule
+
+MASK = "[REDACTED]"
+
+# names of settings and flags whose value is masked whatever it looks like
+SECRET_SETTING = re.compile(rf"(?i)(?:^|[_-]){SECRET_WORD}$|passw(?:or)?d|secret")
+_KEY_NAME = re.compile(r"(?i)[_-]?key$")
+_CREDENTIAL_SHAPED = re.compile(r"(?=[A-Za-z0-9_+/-]{0,200}\d)(?=[A-Za-z0-9_+/-]{0,200}[A-Za-z])[A-Za-z0-9_+/-]{16,200}={0,2}")
+_NOT_SECRET = re.compile(NOT_SECRET_VALUE + r"[\s\S]")
+_IPV4, _IPV6 = re.compile(IPV4), re.compile(IPV6)
+# a continuation line may carry a container runtime's prefix (CRI splits long lines into P/F parts)
+_CONTINUATION = r"[ \t]*\r?\n(?P<gap>[ \t]*(?:\S{1,64} std(?:out|err) [PF] )?)"
+
+
+@lru_cache(maxsize=1)
+def _compiled() -> list[tuple[SecretRule, re.Pattern[str]]]:
+    return [(r, re.compile(r.regex)) for r in RULES]
+
+
+@lru_cache(maxsize=1)
+def _wraps() -> list[tuple[SecretRule, re.Pattern[str]]]:
+    """For each rule with a known token length: its first part ending a line, the rest starting the next."""
+    out = []
+    for r in RULES:
+        if r.wrap is None:
+            continue
+        w = r.wrap
+        longest = max(w.lengths)
+        rx = (rf"(?P<p>{w.prefix})(?P<a>{w.chars}{{0,{longest - 1}}}){_CONTINUATION}"
+              rf"(?P<b>{w.chars}{{1,{longest}}})(?!{w.chars})")
+        out.append((r, re.compile(rx)))
+    return out
+
+
+def entropy(text: str) -> float:
+    """Shannon entropy in bits per character (gitleaks gates its generic rule with it)."""
+    if not text:
+        return 0.0
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
+
+
+def _masked(secret: str) -> str:
+    """The mask, one per line of the secret, so that a masked block keeps its line count."""
+    if "\n" not in secret:
+        return MASK
+    return "\n".join(MASK if part.strip() else part for part in secret.split("\n"))
+
+
+def _masker(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
+    def mask(m: re.Match[str]) -> str:
+        keep = m.groupdict().get("keep") or ""
+        secret = m.group(0)[len(keep):]
+        if secret.startswith(MASK):  # masked already by an earlier rule
+            return m.group(0)
+        if rule.entropy and entropy(secret) < rule.entropy:
+            return m.group(0)
+        return keep + _masked(secret)
+    return mask
+
+
+def _unwrap_mask(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
+    assert rule.wrap is not None
+    lengths = rule.wrap.lengths
+
+    def mask(m: re.Match[str]) -> str:
+        if len(m.group("a")) + len(m.group("b")) not in lengths:
+            return m.group(0)
+        between = m.string[m.end("a"):m.start("b")]
+        return MASK + between + MASK
+    return mask
+
+
+def _applies(rule: SecretRule, low: str) -> bool:
+    return any(k in low for k in rule.keywords)
+
+
+def redact_text(text: str, ips: bool = False) -> str:
+    """`text` with every secret the rules know masked; newlines are kept, so a block of lines
+    stays the same number of lines."""
+    if not text:
+        return text
+    low = text.lower()
+    if "\n" in text:
+        for rule, rx in _wraps():
+            if _applies(rule, low):
+                text = rx.sub(_unwrap_mask(rule), text)
+    for rule, rx in _compiled():
+        if _applies(rule, low):
+            text = rx.sub(_masker(rule), text)
+    if ips:
+        text = _IPV4.sub("[IP]", text)
+        text = _IPV6.sub("[IP]", text)
+    return text
+
+
+def redact_lines(lines: list[str], ips: bool = False) -> list[str]:
+    """Consecutive log lines, redacted together: a token hard-wrapped onto the next line or a
+    private key's body below its BEGIN line is masked too."""
+    if len(lines) < 2 or any("\n" in x for x in lines):
+        return [redact_text(x, ips) for x in lines]
+    out = redact_text("\n".join(lines), ips).split("\n")
+    return out if len(out) == len(lines) else [redact_text(x, ips) for x in lines]
+
+
+def _runs(items: list[dict]) -> Iterable[list[dict]]:
+    """Runs of evidence items whose line numbers follow each other."""
+    run: list[dict] = []
+    for it in items:
+        no = it.get("line")
+        if run and not (isinstance(no, int) and isinstance(run[-1].get("line"), int) and no == run[-1]["line"] + 1):
+            yield run
+            run = []
+        run.append(it)
+    if run:
+        yield run
+
+
+def _walk(value: Any, ips: bool) -> Any:
+    if isinstance(value, str):
+        return redact_text(value, ips)
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) and isinstance(v.get("text"), str) for v in value):
+            out = [{k: (v if k == "text" else _walk(v, ips)) for k, v in item.items()} for item in value]
+            for run in _runs(out):
+                for item, text in zip(run, redact_lines([x["text"] for x in run], ips), strict=True):
+                    item["text"] = text
+            return out
+        return [_walk(v, ips) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_walk(v, ips) for v in value)
+    if isinstance(value, dict):
+        return {k: (MASK if isinstance(k, str) and secret_setting(k, v) else _walk(v, ips)) for k, v in value.items()}
+    return value
+
+
+def redact_data(value: Any, ips: bool = False) -> Any:
+    """Every string in plain data (a model's dump, a JSON event) with secrets masked; a value
+    under a key named like a secret (`api_key`, `hf_token`) is masked whatever it looks like."""
+    return _walk(value, ips)
+
+
+def redact_argv(argv: list[str], ips: bool = False) -> list[str]:
+    """An argv with secrets masked. A flag and its value are separate items, so the value after a
+    flag named like a secret (`--api-key KEY`) is masked whatever it looks like."""
+    out = []
+    for i, arg in enumerate(argv):
+        prev = argv[i - 1] if i else ""
+        named_secret = (prev.startswith("-") and "=" not in prev and not arg.startswith("-")
+                        and SECRET_SETTING.search(prev.lstrip("-").replace("-", "_")))
+        out.append(MASK if named_secret else redact_text(arg, ips))
+    return out
+
+
+def redact_env(env: dict[str, str], ips: bool = False) -> dict[str, str]:
+    return {k: MASK if secret_setting(k, v) else redact_text(v, ips) for k, v in env.items()}
+
+
+def redact_report(report: Report, ips: bool = False) -> Report:
+    """A copy of `report` with secrets (and, with `ips`, IP addresses) masked everywhere."""
+    out = Report.model_validate(_walk(report.model_dump(), ips))
+    # a flag and its value are separate items (`--api-key`, `KEY`): masked as a pair
+    out.environment.launch_args = redact_argv(report.environment.launch_args, ips)
+    return out
+
+
+def secret_setting(name: str, value: Any) -> bool:
+    """A setting named like a secret (`api_key`, `hf_token`, `ssl_keyfile_password`, `PGPASSWORD`)
+    that holds something: its value is masked. Unset values, switches and numbers are not secrets;
+    a `*_key` setting (`cache_key`) only when its value is shaped like a credential."""
+    if value in (None, "", False, True, [], {}) or isinstance(value, (int, float)):
+        return False
+    if not isinstance(value, (str, list, tuple)):
+        return False
+    text = value if isinstance(value, str) else " ".join(str(v) for v in value)
+    if not _NOT_SECRET.match(text.strip() + " "):
+        return False
+    name = str(name)
+    if SECRET_SETTING.search(name):
+        return True
+    return bool(_KEY_NAME.search(name)) and bool(_CREDENTIAL_SHAPED.fullmatch(text.strip()))
