@@ -172,3 +172,30 @@ def test_triage_new_suggestion_quotes_the_path(tmp_path):
     line = next(x for x in md.splitlines() if x.startswith("Start a catalogue entry:"))
     cmd = line.split(":", 1)[1].strip().rstrip(".").strip("` ")  # a code span as long as the longest backtick run
     assert shlex.split(cmd) == ["triage", "new", str(log), "--failure", "1"]
+
+
+# -- one place ---------------------------------------------------------------------------------
+
+
+def _sources() -> dict[str, str]:
+    pkg = Path(__file__).resolve().parents[1] / "triage"
+    return {str(p.relative_to(pkg.parent)): p.read_text(encoding="utf-8") for p in pkg.rglob("*.py")}
+
+
+def test_redaction_is_called_from_one_place():
+    """Only commands/output.py applies redaction; every command writes through it."""
+    users = sorted(f for f, text in _sources().items() if "pipeline.redact" in text and not f.endswith("redact.py"))
+    assert users == ["triage/commands/output.py"]
+
+
+def test_no_command_writes_around_the_output():
+    """stdout and stderr are written by commands/output.py (the server passthrough of `run` and the
+    progress line aside), and the control filter is defined once."""
+    allowed = {"triage/commands/output.py", "triage/core/progress.py", "triage/cli.py", "triage/pipeline/scan.py"}
+    for f, text in _sources().items():
+        if f not in allowed:
+            assert "sys.stdout.write" not in text and "sys.stderr.write" not in text, f
+    cli = _sources()["triage/cli.py"]
+    assert cli.count("sys.stderr.write") <= 3  # constant lines: aborted, interrupted, the bare-command help
+    definers = [f for f, text in _sources().items() if "\\x1f\\x7f-\\x9f" in text]
+    assert definers == ["triage/core/terminal.py"]
