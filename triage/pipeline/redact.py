@@ -30,6 +30,7 @@ _KEY_NAME = re.compile(r"(?i)[_-]?key$")
 _CREDENTIAL_SHAPED = re.compile(r"(?=[A-Za-z0-9_+/-]{0,200}\d)(?=[A-Za-z0-9_+/-]{0,200}[A-Za-z])[A-Za-z0-9_+/-]{16,200}={0,2}")
 _NOT_SECRET = re.compile(NOT_SECRET_VALUE + r"[\s\S]")
 _IPV4, _IPV6 = re.compile(IPV4), re.compile(IPV6)
+_MIXED = re.compile(r"(?=[^\n]{0,300}?[A-Za-z])(?=[^\n]{0,300}?[0-9])")
 # a continuation line may carry a container runtime's prefix (CRI splits long lines into P/F parts)
 _CONTINUATION = r"[ \t]*\r?\n(?P<gap>[ \t]*(?:\S{1,64} std(?:out|err) [PF] )?)"
 
@@ -47,7 +48,7 @@ def _wraps() -> list[tuple[SecretRule, re.Pattern[str]]]:
         if r.wrap is None:
             continue
         w = r.wrap
-        longest = max(w.lengths)
+        longest = 2 * max(w.lengths)  # room for a made-up or changed length (see _unwrap_mask)
         rx = (rf"(?P<p>{w.prefix})(?P<a>{w.chars}{{0,{longest - 1}}}){_CONTINUATION}"
               rf"(?P<b>{w.chars}{{1,{longest}}})(?!{w.chars})")
         out.append((r, re.compile(rx)))
@@ -82,11 +83,17 @@ def _masker(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
 
 
 def _unwrap_mask(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
+    """Both halves masked when they add up to the token's known length; or, for a token whose
+    length is not the real one (made up, or a format that changed), when the next line starts
+    with a run of letters *and* digits no longer than the token: a word (`Traceback`), a
+    timestamp (`2025-01-01`) or a bracket never does."""
     assert rule.wrap is not None
     lengths = rule.wrap.lengths
 
     def mask(m: re.Match[str]) -> str:
-        if len(m.group("a")) + len(m.group("b")) not in lengths:
+        a, b = m.group("a"), m.group("b")
+        exact = len(a) + len(b) in lengths
+        if not exact and not (len(b) >= 4 and len(a) + len(b) <= 2 * max(lengths) and _MIXED.match(b)):
             return m.group(0)
         between = m.string[m.end("a"):m.start("b")]
         return MASK + between + MASK

@@ -239,7 +239,7 @@ RULES: list[SecretRule] = [
         "max_prefill_tokens=16384 password=None token=8192"),
     SecretRule(
         "secret-name-value", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
-        rf"(?i)(?P<keep>(?<![\w.-])(?:[\w.-]{{0,40}}[_-])?(?:api[ _-]?key|{SECRET_WORD})['\"]?[ \t]*:[ \t]*['\"]?)"
+        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=[_-]))(?:api[ _-]?key|{SECRET_WORD})['\"]?[ \t]*:[ \t]*['\"]?)"
         rf"{NOT_SECRET_VALUE}[^\s'\",}}]{{4,}}",
         "config loaded: password: {s}", "Tr0ub4dor&3x", "#new-token: 8192, token usage: 0.50, #cached-token: 0"),
     SecretRule(
@@ -250,7 +250,7 @@ RULES: list[SecretRule] = [
     # alone is not enough: `cache_key`, `sort_key`); gitleaks gates its generic rule the same way
     SecretRule(
         "key-setting", "generic-api-key", ("key",),
-        r"(?i)(?P<keep>(?<![\w.-])[a-z0-9]{1,40}(?:[_-][a-z0-9]{1,40}){0,8}[_-]?key['\"]?\s*[=:]\s*['\"]?)"
+        r"(?i)(?P<keep>(?<=[a-z0-9_-])key['\"]?\s*[=:]\s*['\"]?)"
         r"(?=[A-Za-z0-9_+/-]{0,200}\d)(?=[A-Za-z0-9_+/-]{0,200}[A-Za-z])[A-Za-z0-9_+/-]{16,200}={0,2}(?![\w.=])",
         "settings: wandb_key: {s}", _hex(40), "cache_key=layer_0_attn_k_cache rope_key=default",
         entropy=3.5),
