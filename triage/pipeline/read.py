@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import shlex
 import stat
 import sys
 import zlib
@@ -114,7 +115,7 @@ def iter_spans(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
             if isinstance(stream, (io.BufferedReader, io.FileIO)):
                 raise TriageError(f"{name}: read error ({getattr(e, 'strerror', None) or e})") from None
             raise TriageError(f"{name}: compressed data is truncated or corrupt ({e}); to analyse the "
-                              f"readable part: gzip -dc {name} | triage analyze -") from None
+                              f"readable part: gzip -dc {shlex.quote(name)} | triage analyze -") from None
         if not got:
             break
         if left is not None:
