@@ -48,7 +48,7 @@ def run_fleet(source: str, opts: FleetOptions) -> Tally:
                 lost.extend(batch)
         # the one retry of a lost batch: each of its files alone, so that a file that kills
         # its worker takes no other file down with it
-        for batch, result in runner.map(([lf] for lf in lost), job):
+        for batch, result in runner.retry(iter(lost), job):
             if isinstance(result, Tally):
                 total.merge(result)
             else:

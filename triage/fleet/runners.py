@@ -27,6 +27,11 @@ class Runner(Protocol):
 
     def map(self, batches: Iterator[Batch], job: Job) -> Iterator[Outcome]: ...
 
+    def retry(self, files: Iterator[LogFile], job: Job) -> Iterator[Outcome]:
+        """Each file alone, isolated from the others: a file that kills its worker again is
+        reported, and takes no other file down with it."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -42,8 +47,20 @@ class InProcess:
             except Exception as e:  # noqa: BLE001 - the batch is retried file by file
                 yield b, describe(e)
 
+    def retry(self, files: Iterator[LogFile], job: Job) -> Iterator[Outcome]:
+        return self.map(([lf] for lf in files), job)
+
     def close(self) -> None:
         pass
+
+
+def _child(send: Any, batch: Batch, job: Job) -> None:
+    try:
+        send.send(analyse_batch(batch, job))
+    except Exception as e:  # noqa: BLE001 - handed to the driver
+        send.send(describe(e))
+    finally:
+        send.close()
 
 
 class LocalPool:
@@ -105,6 +122,40 @@ class LocalPool:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
+    def retry(self, files: Iterator[LogFile], job: Job) -> Iterator[Outcome]:
+        """One process per file, `jobs` at a time: unlike in a pool, a death names its file."""
+        import multiprocessing as mp
+        from multiprocessing.connection import wait
+
+        ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else None)
+        running: list[tuple[Any, Any, LogFile]] = []
+        more = True
+        while True:
+            while more and len(running) < self.jobs:
+                lf = next(files, None)
+                if lf is None:
+                    more = False
+                    break
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_child, args=(send, [lf], job), daemon=True)
+                proc.start()
+                send.close()  # the child's end: EOF here once the child is gone
+                running.append((proc, recv, lf))
+            if not running:
+                return
+            ready = set(wait([r for _, r, _ in running]))
+            for item in [x for x in running if x[1] in ready]:
+                proc, recv, lf = item
+                running.remove(item)
+                try:
+                    result: Tally | str = recv.recv()
+                except EOFError:
+                    proc.join()
+                    result = f"a worker process died (exit code {proc.exitcode})"
+                recv.close()
+                proc.join()
+                yield [lf], result
+
     def close(self) -> None:
         pass
 
@@ -161,6 +212,9 @@ class RayRunner:
                     yield b, ray.get(ref)
                 except Exception as e:  # noqa: BLE001 - RayTaskError, WorkerCrashedError, NodeDiedError ...
                     yield b, f"Ray task failed ({type(e).__name__})"
+
+    def retry(self, files: Iterator[LogFile], job: Job) -> Iterator[Outcome]:
+        return self.map(([lf] for lf in files), job)  # a task's failure is its own already
 
     def close(self) -> None:
         if self.started:

@@ -68,16 +68,20 @@ def _entry(path: str, root: str) -> LogFile | None:
     return LogFile(path, st.st_mtime, st.st_size, place_of(path, root))
 
 
+def _walk(top_dir: str, root: str) -> Iterator[LogFile]:
+    for top, dirs, names in os.walk(top_dir):
+        dirs[:] = sorted(d for d in dirs if not _hidden(d))
+        for name in sorted(names):
+            if not _hidden(name):
+                e = _entry(os.path.join(top, name), root)
+                if e is not None:
+                    yield e
+
+
 def _list_local(source: str) -> Iterator[LogFile]:
     p = Path(source)
     if p.is_dir():
-        for top, dirs, names in os.walk(source):
-            dirs[:] = sorted(d for d in dirs if not _hidden(d))
-            for name in sorted(names):
-                if not _hidden(name):
-                    e = _entry(os.path.join(top, name), source)
-                    if e is not None:
-                        yield e
+        yield from _walk(source, source)
     elif p.exists():
         e = _entry(source, str(p.parent))
         if e is None:
@@ -86,7 +90,11 @@ def _list_local(source: str) -> Iterator[LogFile]:
     elif any(c in source for c in GLOB_CHARS):
         root = _glob_root(source)
         for path in sorted(glob.iglob(source, recursive=True)):
-            if not any(_hidden(part) for part in Path(path).parts[len(Path(root).parts):]):
+            if any(_hidden(part) for part in Path(path).parts[len(Path(root).parts):]):
+                continue
+            if os.path.isdir(path):  # archive/node0*: the servers' directories, walked
+                yield from _walk(path, root)
+            else:
                 e = _entry(path, root)
                 if e is not None:
                     yield e
