@@ -177,11 +177,10 @@ class RayRunner:
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
                                       "logging_level": logging.ERROR, "configure_logging": True}
-            if address == "local":
-                if jobs:
-                    kwargs["num_cpus"] = jobs
-            else:
-                kwargs["address"] = address
+            # "local" starts a new instance even where RAY_ADDRESS names a cluster
+            kwargs["address"] = address
+            if address == "local" and jobs:
+                kwargs["num_cpus"] = jobs
             try:
                 ray.init(**kwargs)
             except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ValueError ...
