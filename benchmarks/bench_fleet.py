@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from fleet_archive import make_archive  # noqa: E402
 
-from triage.fleet.render import leaderboard  # noqa: E402
-from triage.fleet.run import FleetOptions, run_fleet  # noqa: E402
+from triage.commands.fleet.render import leaderboard  # noqa: E402
+from triage.commands.fleet.run import FleetOptions, run_fleet  # noqa: E402
 
 
 def timed(source: str, opts: FleetOptions, runs: int) -> tuple[float, dict]:

@@ -14,11 +14,11 @@ import pytest
 from conftest import run_cli
 from fleet_archive import SIGNATURES, make_archive
 
-from triage.errors import TriageError
-from triage.fleet import worker
-from triage.fleet.run import FleetOptions, run_fleet
-from triage.fleet.source import LogFile, place_of
-from triage.fleet.when import parse_since, real_time
+from triage.commands.fleet import worker
+from triage.commands.fleet.run import FleetOptions, run_fleet
+from triage.commands.fleet.source import LogFile, place_of
+from triage.commands.fleet.when import parse_since, real_time
+from triage.core.errors import TriageError
 
 
 @pytest.fixture(scope="module")
@@ -151,8 +151,8 @@ def test_server_is_the_parent_directory_or_the_name_at_the_top():
 
 
 def test_driver_memory_does_not_grow_with_logs(tmp_path):
-    from triage.fleet.board import Tally
-    from triage.pipeline import analyze
+    from triage.commands.fleet.board import Tally
+    from triage.pipeline.analyze import analyze
 
     log = tmp_path / "n" / "serve.log"
     log.parent.mkdir()

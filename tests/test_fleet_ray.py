@@ -16,10 +16,10 @@ from fleet_archive import make_archive
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'triage[ray]' (the test extra has it)")
 
-from triage.fleet.render import leaderboard  # noqa: E402
-from triage.fleet.run import FleetOptions, run_fleet  # noqa: E402
-from triage.fleet.runners import RayRunner  # noqa: E402
-from triage.fleet.worker import Job  # noqa: E402
+from triage.commands.fleet.render import leaderboard  # noqa: E402
+from triage.commands.fleet.run import FleetOptions, run_fleet  # noqa: E402
+from triage.commands.fleet.runners import RayRunner  # noqa: E402
+from triage.commands.fleet.worker import Job  # noqa: E402
 
 
 @pytest.fixture(scope="module")
