@@ -187,6 +187,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     p = run_cli("fleet", str(tmp_path / "missing"), "--since", "7d")
     err = p.stderr.decode()
     assert p.returncode == 2 and err == f"triage: error: {tmp_path / 'missing'}: no such file or directory\n"
+    log = tmp_path / "a" / "serve.log"
+    log.parent.mkdir()
+    log.write_bytes(b"ERROR boom\n")
+    p = run_cli("fleet", str(tmp_path / "a"), "-o", str(log))
+    assert p.returncode == 2 and b"refusing to overwrite" in p.stderr and log.read_bytes() == b"ERROR boom\n"
     (tmp_path / "empty").mkdir()
     for source, since, words in ((str(tmp_path / "empty"), None, "no file to analyse"),
                                  (str(tmp_path), "last tuesday", "--since last tuesday"),

@@ -169,6 +169,10 @@ def fleet(
 
     if jobs < 0 or batch < 1:
         raise TriageError("--jobs takes 0 or more, --batch 1 or more")
+    from triage.commands.fleet.source import holds
+
+    if output is not None and holds(source, output):
+        raise TriageError(f"--output {output} is inside the archive {source}; refusing to overwrite a log")
     when = parse_since(since) if since is not None else None
     opts = FleetOptions(ray=ray, since=when, jobs=jobs, batch=batch, catalogue_dirs=[str(p) for p in catalogue or []])
     tally = run_fleet(source, opts)

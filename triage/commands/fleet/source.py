@@ -43,6 +43,17 @@ def list_source(source: str) -> Iterator[LogFile]:
     yield from files
 
 
+def holds(source: str, path: Path) -> bool:
+    """Whether an existing file `path` is part of a local SOURCE (an output must not overwrite a log)."""
+    if is_url(source) or not path.exists():
+        return False
+    target = path.resolve()
+    mine = {target, *target.parents}
+    if Path(source).exists():
+        return Path(source).resolve() in mine
+    return any(Path(m).resolve() in mine for m in glob.iglob(source, recursive=True))
+
+
 def place_of(path: str, root: str) -> str:
     """The server a log belongs to when its text does not say: the directory that holds it
     (archive/<server>/..log), or for a log at the top of the archive its name up to the first
