@@ -22,7 +22,17 @@ from types import FrameType
 from typing import IO
 
 from triage.errors import EXIT_FAILURE, EXIT_TIMEOUT, TriageError
-from triage.watch import POLL_INTERVAL, Follower, Printer, Ready, Watcher, WatchOptions, check_options, note
+from triage.watch import (
+    POLL_INTERVAL,
+    Follower,
+    Printer,
+    Ready,
+    Watcher,
+    WatchOptions,
+    check_options,
+    note,
+    open_output,
+)
 
 STOP_WAIT = 10.0  # seconds a server gets to stop after SIGTERM before SIGKILL
 EXIT_AFTER_FAILURE_WAIT = 5.0  # a crashed server usually exits within a second; wait this long for it
@@ -187,7 +197,9 @@ def run_command(command: list[str], log_path: str | None, opts: WatchOptions) ->
         server = Server(command, log)
         for s in old:
             signal.signal(s, server.forward)
-        return _supervise(server, Watcher(path, opts.catalogue_dirs, opts.grace), Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips), opts)
+        with open_output(opts.output, path) as stream:
+            printer = Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream)
+            return _supervise(server, Watcher(path, opts.catalogue_dirs, opts.grace), printer, opts)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -271,10 +283,16 @@ def _finish(server: Server, w: Watcher, out: Printer, rc: int) -> int:
     if report is not None and (failed or server.forwarded is None):
         if failed:
             out.failure(report)
+        elif not out.json and rc > 0 and report.lines == 0:
+            # nothing to analyse: say so rather than "no failure found in 0 lines"
+            out.write(f"# Triage: {w.path}\n\n**Verdict:** the server exited with status {rc} "
+                      "before writing anything.\n", markdown=True)
         elif not out.json:
             from triage.report.markdown import render_markdown
 
-            sys.stdout.write(render_markdown(report))
+            if rc > 0:
+                report.notes.insert(0, f"the server exited with status {rc}, but its log names no failure")
+            out.write(render_markdown(report), markdown=True)
     if out.json:
         out.event({"event": "exit", "status": rc, "exit_code": code, "line": w.line_no})
     return code

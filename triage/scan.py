@@ -63,7 +63,10 @@ _SAID: set[str] = set()
 def _say_once(msg: str) -> None:
     if msg not in _SAID:
         _SAID.add(msg)
-        print(f"triage: {msg}", file=sys.stderr)
+        from triage.verbosity import quiet
+
+        if not quiet():
+            print(f"triage: {msg}", file=sys.stderr)
 
 
 class Prefilter:
