@@ -35,7 +35,7 @@ def current_json() -> Iterator[tuple[str, str]]:
     envelope); the envelope around it has its own test (test_conventions)."""
     from triage.catalogue.load import load_catalogue
     from triage.commands.analyze import analyze_logs, document
-    from triage.pipeline import Options
+    from triage.pipeline.analyze import Options
 
     here = os.getcwd()
     os.chdir(ROOT)

@@ -37,7 +37,7 @@ def _no_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 def cli(*args: str | Path) -> tuple[int, str, str]:
     """The CLI in process (run_main: the entry point's error handling included)."""
     from triage.cli import run_main
-    from triage.verbosity import LOG
+    from triage.core.verbosity import LOG
 
     out, err = io.StringIO(), io.StringIO()
     try:
@@ -255,7 +255,7 @@ def test_options_are_validated() -> None:
 
 
 def test_no_strptime_deprecation_for_dates_without_a_year() -> None:
-    from triage.parse.timeline import seconds_between
+    from triage.pipeline.parse.timeline import seconds_between
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)

@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 __all__ = ["analyze", "__version__"]
 
 if TYPE_CHECKING:
-    from triage.models import Report
+    from triage.core.models import Report
 
 
 def analyze(path: str, extra_catalogues: list[str] | None = None, version: str | None = None,
@@ -26,7 +26,7 @@ def analyze(path: str, extra_catalogues: list[str] | None = None, version: str |
     leaves the process. Many logs at once: triage.commands.analyze.analyze_logs."""
     from triage.catalogue.load import load_catalogue
     from triage.commands.analyze import analyze_logs
-    from triage.pipeline import Options
+    from triage.pipeline.analyze import Options
 
     result = analyze_logs([path], load_catalogue(extra_catalogues), Options(version=version, command=command),
                           redact=redact)

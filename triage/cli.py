@@ -1,6 +1,6 @@
 """`triage` command line: parses options and calls library functions, nothing more.
 
-What each command does lives in the library (triage.commands.*, triage.watch, triage.run, ...);
+What each command does lives in the library (triage.commands.*, triage.commands.watch, triage.commands.run, ...);
 here: option names, help texts, defaults from configuration (triage.commands.settings), and
 turning errors into one line on stderr.
 
@@ -20,7 +20,7 @@ from typing import Annotated, Any, Optional
 import typer
 from typer.core import TyperArgument, TyperCommand
 
-from triage.errors import EXIT_USAGE, TriageError
+from triage.core.errors import EXIT_USAGE, TriageError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -117,7 +117,7 @@ def _settings(ctx: typer.Context) -> Any:  # noqa: ANN401 - triage.commands.sett
 
 def _start(ctx: typer.Context, quiet: bool, verbose: bool) -> Any:  # noqa: ANN401
     """Verbosity set, settings found: what every command does first."""
-    from triage.verbosity import LOG, configure
+    from triage.core.verbosity import LOG, configure
 
     if quiet and verbose:
         raise TriageError("--quiet and --verbose contradict each other; give one")
@@ -135,7 +135,7 @@ def _format(s: Any, cli: Format | None) -> str:  # noqa: ANN401
 
 def _load(dirs: list[str]):  # noqa: ANN202
     from triage.catalogue.load import load_catalogue
-    from triage.verbosity import LOG
+    from triage.core.verbosity import LOG
 
     cat = load_catalogue(dirs)
     LOG.debug("catalogue: %d signatures, %d workarounds (extra directories: %s)",
@@ -174,7 +174,7 @@ def analyze(
     """Analyse server logs: what failed, why, what to do now, and the evidence."""
     from triage.commands.analyze import analyze_logs, expand_inputs, render
     from triage.commands.output import write_output
-    from triage.pipeline import Options
+    from triage.pipeline.analyze import Options
 
     s = _start(ctx, quiet, verbose)
     fmt = _format(s, format)
@@ -203,7 +203,7 @@ def signatures(
     verbose: VerboseOpt = False,
 ) -> None:
     """List the catalogue's signatures."""
-    from triage.catalogue.show import list_json, list_markdown
+    from triage.commands.catalogue.show import list_json, list_markdown
     from triage.commands.output import write_output
 
     s = _start(ctx, quiet, verbose)
@@ -223,7 +223,7 @@ def show(
     verbose: VerboseOpt = False,
 ) -> None:
     """Print one signature with its workarounds, as a person wants to read it."""
-    from triage.catalogue.show import show_markdown
+    from triage.commands.catalogue.show import show_markdown
     from triage.commands.output import write_output
 
     s = _start(ctx, quiet, verbose)
@@ -253,7 +253,7 @@ def catalogue_check(
     verbose: VerboseOpt = False,
 ) -> None:
     """Validate every entry and run every example; exit 1 on any problem."""
-    from triage.catalogue.check import check
+    from triage.commands.catalogue.check import check
 
     s = _start(ctx, quiet, verbose)
     dirs = [str(directory)] if directory is not None else None
@@ -285,7 +285,7 @@ def catalogue_backtest(
     verbose: VerboseOpt = False,
 ) -> None:
     """Run the pipeline on every case of a labelled corpus and score it; exit 1 below a --min-* threshold."""
-    from triage.backtest import backtest_report
+    from triage.commands.catalogue.backtest import backtest_report
     from triage.commands.output import write_output
 
     s = _start(ctx, quiet, verbose)
@@ -300,7 +300,7 @@ def catalogue_backtest(
 
 def _watch_options(s: Any, timeout: float | None, until: str, fmt: str, grace: float,  # noqa: ANN401
                    catalogue: list[Path] | None, redact: bool | None, redact_ips: bool | None, output: Path | None) -> Any:  # noqa: ANN401
-    from triage.watch import WatchOptions
+    from triage.commands.watch import WatchOptions
 
     return WatchOptions(timeout=timeout, until=until, fmt="json" if fmt == "json" else "md", grace=grace,
                         catalogue_dirs=s.catalogues(catalogue), redact=s.get("redact", redact, True),
@@ -324,7 +324,7 @@ def watch(
     verbose: VerboseOpt = False,
 ) -> None:
     """Follow a server log as it is written: phase on stderr; ready (0), failure report (1), timeout (3)."""
-    from triage.watch import watch_file
+    from triage.commands.watch import watch_file
 
     s = _start(ctx, quiet, verbose)
     opts = _watch_options(s, timeout, until, _format(s, format), grace, catalogue, redact, redact_ips, output)
@@ -360,10 +360,10 @@ def run(
     opts = _watch_options(s, timeout, until or ("ready" if retry is not None else "exit"), _format(s, format),
                           grace, catalogue, redact, redact_ips, output)
     if retry is None:
-        from triage.run import run_command
+        from triage.commands.run import run_command
 
         raise typer.Exit(run_command(command or [], log, opts))
-    from triage.retry.loop import plan_from_log, retry_command
+    from triage.commands.retry.loop import plan_from_log, retry_command
 
     if dry_run:
         if log is None:
@@ -385,8 +385,8 @@ def new(
     verbose: VerboseOpt = False,
 ) -> None:
     """Write a catalogue signature skeleton for an unknown failure (fill in its TODOs)."""
+    from triage.commands.new import skeleton_for
     from triage.commands.output import write_output
-    from triage.skeleton import skeleton_for
 
     s = _start(ctx, quiet, verbose)
     if output is not None:

@@ -16,10 +16,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from triage.catalogue.load import Catalogue, load_catalogue
-from triage.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, TriageError
-from triage.many import Summary, summarise
-from triage.models import Failure, Finding, Report
-from triage.pipeline import Options
+from triage.commands.many import Summary, summarise
+from triage.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, TriageError
+from triage.core.models import Failure, Finding, Report
+from triage.pipeline.analyze import Options
 
 log = logging.getLogger("triage")
 
@@ -125,21 +125,21 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
     cat = catalogue or load_catalogue()
     started = time.monotonic()
     if len(paths) == 1:
-        from triage.pipeline import analyze
+        from triage.pipeline.analyze import analyze
 
         result = Analysis([analyze(paths[0], cat, opts)])
         if baseline is not None:
-            from triage.baseline import compare
+            from triage.commands.baseline import compare
 
             compare(result.reports[0], baseline, cat, opts)
     else:
-        from triage.many import analyze_many
+        from triage.commands.many import analyze_many
 
         reports, errors = analyze_many(paths, cat, opts, jobs)
         result = Analysis(reports, errors)
     log.debug("analysed %d log(s) in %.2fs", len(paths), time.monotonic() - started)
     if redact:
-        from triage.redact import redact_report
+        from triage.pipeline.redact import redact_report
 
         result.reports = [redact_report(r, ips=redact_ips) for r in result.reports]
     return result
@@ -148,7 +148,7 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
 def document(result: Analysis) -> dict[str, Any]:
     """The JSON envelope as a plain dict (see Document)."""
     from triage import __version__
-    from triage.report.json_out import report_dict
+    from triage.render.json_out import report_dict
 
     reports = [report_dict(r) for r in result.reports]
     doc: dict[str, Any] = {}
@@ -174,10 +174,10 @@ def render(result: Analysis, fmt: str) -> str:
 
         # ensure_ascii keeps the output valid and printable whatever bytes the log held
         return json.dumps(document(result), indent=2, ensure_ascii=True) + "\n"
-    from triage.report.markdown import render_markdown  # jinja2 only when Markdown is asked for
+    from triage.render.markdown import render_markdown  # jinja2 only when Markdown is asked for
 
     if len(result.reports) == 1 and not result.errors:
         return render_markdown(result.reports[0])
-    from triage.many import summary_markdown
+    from triage.commands.many import summary_markdown
 
     return summary_markdown(result.summary) + "".join("\n---\n\n" + render_markdown(r) for r in result.reports)

@@ -7,13 +7,13 @@ import os
 import sys
 from pathlib import Path
 
-from triage.errors import TriageError
+from triage.core.errors import TriageError
 
 
 def write_output(text: str, output: Path | None, inputs: list[str] | None = None, markdown: bool = False) -> None:
     if output is None:
         if markdown:
-            from triage.report.terminal import write_markdown
+            from triage.render.terminal import write_markdown
 
             write_markdown(text)
         else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from triage.errors import TriageError
+from triage.core.errors import TriageError
 
 NAMES = ("report", "catalogue", "signature", "workaround")
 

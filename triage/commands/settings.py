@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from triage.errors import TriageError
+from triage.core.errors import TriageError
 
 if sys.version_info >= (3, 11):
     import tomllib
