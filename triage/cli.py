@@ -172,7 +172,7 @@ def analyze(
     verbose: VerboseOpt = False,
 ) -> None:
     """Analyse server logs: what failed, why, what to do now, and the evidence."""
-    from triage.commands.analyze import analyze_logs, expand_inputs, render
+    from triage.commands.analyze import analyze_logs, render
     from triage.commands.output import write_output
     from triage.pipeline.analyze import Options
 
@@ -185,7 +185,7 @@ def analyze(
                    prefer_hyperscan=not no_hyperscan, workers=njobs)
     result = analyze_logs(logs, _load(s.catalogues(catalogue)), opts, baseline=baseline, jobs=njobs,
                           redact=s.get("redact", redact, True), redact_ips=s.get("redact-ips", redact_ips, False))
-    write_output(render(result, fmt), output, expand_inputs(logs), markdown=fmt == "markdown")
+    write_output(render(result, fmt), output, result.paths, markdown=fmt == "markdown")
     for err in result.errors.values():
         sys.stderr.write(f"triage: error: {err}\n")
     _exit(result.exit_code, s.get("exit-zero", exit_zero, False))

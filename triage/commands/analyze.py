@@ -59,6 +59,7 @@ class Document(BaseModel):
 class Analysis:
     reports: list[Report]
     errors: dict[str, str] = field(default_factory=dict)  # log -> why it could not be analysed
+    paths: list[str] = field(default_factory=list)  # the inputs, expanded (for -o's "not onto an input")
 
     @property
     def summary(self) -> Summary:
@@ -137,6 +138,7 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
 
         reports, errors = analyze_many(paths, cat, opts, jobs)
         result = Analysis(reports, errors)
+    result.paths = paths
     log.debug("analysed %d log(s) in %.2fs", len(paths), time.monotonic() - started)
     if redact:
         from triage.pipeline.redact import redact_report
