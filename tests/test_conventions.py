@@ -122,8 +122,8 @@ def test_output_file_on_every_report_writing_command(tmp_path: Path) -> None:
         target = tmp_path / name
         code, out, _ = cli(*args, "-o", target)
         assert out == "" and target.read_text(encoding="utf-8"), args
-    code, out, _ = cli("watch", NSA, "--until", "exit", "-t", "60", "--grace", "0", "-o", tmp_path / "w.md")
-    assert code == 1 and out == "" and "sglang-nsa-page-table-1-flattened" in (tmp_path / "w.md").read_text()
+    code, out, _ = cli("watch", VLLM, "-t", "60", "--grace", "0", "-o", tmp_path / "w.md")
+    assert code == 1 and out == "" and "vllm-max-seq-len-exceeds-kv-cache" in (tmp_path / "w.md").read_text()
     code, _, err = cli("analyze", NSA, "-o", NSA)
     assert code == 2 and "one of the inputs" in err
 
@@ -136,10 +136,10 @@ def test_exit_zero_keeps_the_report_and_usage_errors() -> None:
 
 
 def test_quiet_and_verbose() -> None:
-    code, out, err = cli("watch", NSA, "--until", "exit", "-t", "60", "--grace", "0")
+    code, out, err = cli("watch", VLLM, "-t", "60", "--grace", "0")
     assert code == 1 and "triage: failure at line" in err
-    code, out, err = cli("watch", NSA, "--until", "exit", "-t", "60", "--grace", "0", "-q")
-    assert code == 1 and err == "" and "sglang-nsa-page-table-1-flattened" in out
+    code, out, err = cli("watch", VLLM, "-t", "60", "--grace", "0", "-q")
+    assert code == 1 and err == "" and "vllm-max-seq-len-exceeds-kv-cache" in out
     code, out, err = cli("analyze", NSA, "-v")
     assert code == 1 and "triage: configuration:" in err and "triage: catalogue:" in err
     assert cli("analyze", NSA, "-q", "-v")[0] == 2
