@@ -126,6 +126,8 @@ def test_output_file_on_every_report_writing_command(tmp_path: Path) -> None:
     assert code == 1 and out == "" and "vllm-max-seq-len-exceeds-kv-cache" in (tmp_path / "w.md").read_text()
     code, _, err = cli("analyze", NSA, "-o", NSA)
     assert code == 2 and "one of the inputs" in err
+    code, out, _ = cli("run", "--retry", "1", "--dry-run", "--log", NSA, "-o", tmp_path / "plan.md")
+    assert code == 0 and out == "" and "--disable-radix-cache" in (tmp_path / "plan.md").read_text()
 
 
 def test_exit_zero_keeps_the_report_and_usage_errors() -> None:

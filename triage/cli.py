@@ -355,8 +355,6 @@ def run(
     s = _start(ctx, quiet, verbose)
     if retry is None and (until is not None or dry_run):
         raise TriageError("--until and --dry-run go with --retry N")
-    if retry is not None and output is not None:
-        raise TriageError("--output is not supported with --retry yet: its summary goes to stdout")
     opts = _watch_options(s, timeout, until or ("ready" if retry is not None else "exit"), _format(s, format),
                           grace, catalogue, redact, redact_ips, output)
     if retry is None:

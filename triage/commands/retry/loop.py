@@ -10,7 +10,8 @@ a hang, the operator's signal, or when no applicable workaround is left.
 from __future__ import annotations
 
 import os
-import sys
+from pathlib import Path
+from typing import IO
 
 from triage.commands.retry.attempt import AttemptPrinter, Interrupts, run_attempt
 from triage.commands.retry.models import (
@@ -25,7 +26,7 @@ from triage.commands.retry.models import (
 from triage.commands.retry.plan import Decision, Plan, dry_run
 from triage.commands.retry.summary import summarize
 from triage.commands.run import default_log_name
-from triage.commands.watch import WatchOptions, check_options, note
+from triage.commands.watch import WatchOptions, check_options, note, open_output
 from triage.core.errors import EXIT_FAILURE, TriageError
 from triage.core.models import Report
 from triage.core.shellwords import split_command
@@ -44,6 +45,13 @@ def attempt_log(base: str, index: int) -> str:
 
 
 def retry_command(command: list[str], log_path: str | None, opts: WatchOptions, retries: int) -> int:
+    """Relaunch with workarounds until an attempt holds; the summary (and JSON events) on stdout
+    or in the -o file."""
+    with open_output(opts.output, log_path or "") as stream:
+        return _retry(command, log_path, opts, retries, stream)
+
+
+def _retry(command: list[str], log_path: str | None, opts: WatchOptions, retries: int, stream: IO[str] | None) -> int:
     from triage.catalogue.load import load_catalogue
 
     check_options(opts)
@@ -54,7 +62,7 @@ def retry_command(command: list[str], log_path: str | None, opts: WatchOptions, 
     base = log_path or default_log_name()
     cat = load_catalogue(opts.catalogue_dirs)
     plan = Plan(Launch(argv=list(command)), cat, os.environ)
-    out = AttemptPrinter(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips)
+    out = AttemptPrinter(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream)
     attempts: list[AttemptRecord] = []
     reports: list[Report | None] = []
     not_applied: list[Skipped] = []
@@ -90,7 +98,7 @@ def retry_command(command: list[str], log_path: str | None, opts: WatchOptions, 
     summary = summarize(attempts, reports, [a.change for a in plan.applied], stopped, not_applied, opts.until)
     if not attempts and guard.signum is not None:
         summary.exit_code = 128 + guard.signum
-    _print_summary(summary, opts)
+    _print_summary(summary, opts, out)
     return summary.exit_code
 
 
@@ -128,7 +136,7 @@ def _relaunch(n: int, d: Decision, out: AttemptPrinter) -> None:
         out.event({"event": "relaunch", "change": c.model_dump(mode="json")})
 
 
-def _print_summary(summary: RetrySummary, opts: WatchOptions) -> None:
+def _print_summary(summary: RetrySummary, opts: WatchOptions, out: AttemptPrinter) -> None:
     from triage.commands.retry import render as retry_out
 
     if opts.redact:
@@ -141,8 +149,7 @@ def _print_summary(summary: RetrySummary, opts: WatchOptions) -> None:
             summary.command = summary.attempts[summary.held - 1].command
         summary = RetrySummary.model_validate(redact_data(summary.model_dump(), opts.redact_ips))
     text = retry_out.summary_json(summary) if opts.fmt == "json" else retry_out.summary_markdown(summary)
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    out.write(text, markdown=opts.fmt != "json")
 
 
 def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int) -> int:
@@ -188,5 +195,8 @@ def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int
         from triage.pipeline.redact import redact_data
 
         plan = RetryPlan.model_validate(redact_data(plan.model_dump(), opts.redact_ips))
-    sys.stdout.write(retry_out.plan_json(plan) if opts.fmt == "json" else retry_out.plan_markdown(plan))
+    from triage.commands.output import write_output
+
+    text = retry_out.plan_json(plan) if opts.fmt == "json" else retry_out.plan_markdown(plan)
+    write_output(text, Path(opts.output) if opts.output else None, [log], markdown=opts.fmt != "json")
     return 0 if plan.steps else EXIT_FAILURE
