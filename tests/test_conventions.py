@@ -293,6 +293,7 @@ def test_configuration_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.M
     (tmp_path / "triage.toml").write_text('colour = "always"\n')
     code, _, err = cli("analyze", NSA)
     assert code == 2 and "unknown setting 'colour'" in err
+    assert cli("analyze", "-h")[0] == 0  # help does not need a valid configuration
     (tmp_path / "triage.toml").write_text('catalogue = ["extra"]\n')
     code, _, err = cli("analyze", NSA)
     assert code == 2 and str(tmp_path / "extra") in err  # relative to the file

@@ -103,16 +103,15 @@ def main_options(
     isolated: Annotated[bool, typer.Option("--isolated", help="Ignore configuration files (TRIAGE_* variables still apply).")] = False,
 ) -> None:
     """Crash triage and workaround recommendations for LLM inference server logs."""
-    from triage.commands.settings import load_settings
-
-    ctx.obj = load_settings(config=config, isolated=isolated)
+    ctx.obj = {"config": config, "isolated": isolated}  # read by the command, so that -h works whatever the file says
 
 
 def _settings(ctx: typer.Context) -> Any:  # noqa: ANN401 - triage.commands.settings.Settings
-    from triage.commands.settings import Settings
+    from triage.commands.settings import load_settings
 
-    root = ctx.find_root()
-    return root.obj if isinstance(root.obj, Settings) else Settings()
+    root = ctx.find_root().obj
+    given = root if isinstance(root, dict) else {}
+    return load_settings(config=given.get("config"), isolated=bool(given.get("isolated")))
 
 
 def _start(ctx: typer.Context, quiet: bool, verbose: bool) -> Any:  # noqa: ANN401
@@ -128,7 +127,7 @@ def _start(ctx: typer.Context, quiet: bool, verbose: bool) -> Any:  # noqa: ANN4
 
 
 def _format(s: Any, cli: Format | None) -> str:  # noqa: ANN401
-    from triage.commands.analyze import normalise_format
+    from triage.commands.output import normalise_format
 
     return normalise_format(cli.value if cli is not None else s.get("format", None, "markdown"))
 

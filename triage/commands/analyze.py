@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from triage.catalogue.load import Catalogue, load_catalogue
 from triage.commands.many import Summary, summarise
+from triage.commands.output import normalise_format
 from triage.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, TriageError
 from triage.core.models import Failure, Finding, Report
 from triage.pipeline.analyze import Options
@@ -25,18 +26,6 @@ log = logging.getLogger("triage")
 
 # The JSON contract's name and version; bumped only when a field changes meaning or goes away.
 SCHEMA = "triage-report/2"
-FORMATS = ("markdown", "json")
-
-
-def normalise_format(fmt: str) -> str:
-    """`md` is accepted for `markdown`, as most tools do."""
-    f = fmt.lower()
-    f = "markdown" if f == "md" else f
-    if f not in FORMATS:
-        raise TriageError(f"--format {fmt}: expected markdown (or md) or json")
-    return f
-
-
 class Document(BaseModel):
     """What `triage analyze --format json` prints, for one log or many: the same envelope.
 

@@ -9,6 +9,17 @@ from pathlib import Path
 
 from triage.core.errors import TriageError
 
+FORMATS = ("markdown", "json")
+
+
+def normalise_format(fmt: str) -> str:
+    """`md` is accepted for `markdown`, as most tools do."""
+    f = fmt.lower()
+    f = "markdown" if f == "md" else f
+    if f not in FORMATS:
+        raise TriageError(f"--format {fmt}: expected markdown (or md) or json")
+    return f
+
 
 def write_output(text: str, output: Path | None, inputs: list[str] | None = None, markdown: bool = False) -> None:
     if output is None:
