@@ -184,6 +184,10 @@ def analyze(
                    prefer_hyperscan=not no_hyperscan, workers=njobs)
     result = analyze_logs(logs, _load(s.catalogues(catalogue)), opts, baseline=baseline, jobs=njobs,
                           redact=s.get("redact", redact, True), redact_ips=s.get("redact-ips", redact_ips, False))
+    from triage.core.verbosity import LOG
+
+    for note in result.diagnostics:  # how the scan ran (the portable scanner, ...): stderr, not the report
+        LOG.info(note)
     write_output(render(result, fmt), output, result.paths, markdown=fmt == "markdown")
     for err in result.errors.values():
         sys.stderr.write(f"triage: error: {err}\n")
@@ -394,12 +398,15 @@ def new(
     write_output(skeleton_for(log, _load(s.catalogues(catalogue)), failure), output, [log])
 
 
-def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+Classes = tuple[type[BaseException], ...]
+
+
+def _click_exceptions() -> tuple[Classes, Classes, Classes]:
     """(Exit, Abort, usage error) classes: typer raises its own or click's, by version
     (newer typer vendors click as typer._click and no longer installs click)."""
-    exits: list[type] = [typer.Exit]
-    aborts: list[type] = [typer.Abort]
-    usage: list[type] = [typer.TyperException]
+    exits: list[type[BaseException]] = [typer.Exit]
+    aborts: list[type[BaseException]] = [typer.Abort]
+    usage: list[type[BaseException]] = [typer.TyperException]
     for mod in ("typer._click.exceptions", "click.exceptions"):
         try:
             import importlib
@@ -409,7 +416,7 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type,
             continue
         for found, name in ((exits, "Exit"), (aborts, "Abort"), (usage, "ClickException")):
             cls = getattr(m, name, None)
-            if isinstance(cls, type):
+            if isinstance(cls, type) and issubclass(cls, BaseException):
                 found.append(cls)
     return tuple(exits), tuple(aborts), tuple(usage)
 
@@ -417,12 +424,16 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type,
 def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     """Run the CLI on `argv` (default: sys.argv[1:]) and return the exit code: one clear line
     on stderr for any error, never a traceback."""
+    # pydantic would look for plugins among every installed distribution's entry points when
+    # the first model is built (5-15 ms of a 10 KB log's run, more with many packages);
+    # none is meant for triage's own models. Setting the variable, even empty, overrides this.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     exits, aborts, usage = _click_exceptions()
     try:
         rv = app(args=argv, prog_name=prog_name or "triage", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except exits as e:
-        code = e.exit_code
+        code = getattr(e, "exit_code", 1)
     except aborts:
         sys.stderr.write("triage: aborted\n")
         code = 130

@@ -55,6 +55,11 @@ class Analysis:
         return summarise(self.reports, self.errors)
 
     @property
+    def diagnostics(self) -> list[str]:
+        """How the logs were read (e.g. the portable scanner was used), each said once."""
+        return list(dict.fromkeys(d for r in self.reports for d in r.diagnostics))
+
+    @property
     def exit_code(self) -> int:
         """1 if any log shows a failure, else 2 if a log could not be read, else 0."""
         codes = [r.exit_code for r in self.reports]
