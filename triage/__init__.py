@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from triage.core.version import __version__
+
 __all__ = ["analyze", "__version__"]
 
 if TYPE_CHECKING:

@@ -143,7 +143,7 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
 
 def document(result: Analysis) -> dict[str, Any]:
     """The JSON envelope as a plain dict (see Document)."""
-    from triage import __version__
+    from triage.core.version import __version__
     from triage.render.json_out import report_dict
 
     reports = [report_dict(r) for r in result.reports]
