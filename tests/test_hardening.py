@@ -379,6 +379,8 @@ def test_mixed_crlf_and_lf_give_the_lf_result(tmp_path, name):
     mixed.write_bytes(_crlf(data, 2))
     _, want = analyze_json(lf)
     _, got = analyze_json(mixed)
+    for doc in (want, got):
+        doc.pop("summary")  # names the log in its groups
     assert _strip_source(got) == _strip_source(want)
 
 

@@ -1,30 +1,58 @@
-"""A non-editable install finds the catalogue from any directory (it ships inside the wheel)."""
+"""What a packager does: build the sdist, install it (not the checkout) into a fresh venv,
+and run the installed `triage` from elsewhere. The catalogue must travel inside the sdist."""
+
+from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
+import tarfile
+import venv
+from pathlib import Path
 
-from conftest import FIXTURES, ROOT
+import pytest
+from conftest import ROOT
 
 
-def test_non_editable_install_carries_the_catalogue(tmp_path):
-    target = tmp_path / "site"
-    build = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-         "--target", str(target), str(ROOT)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )
-    assert build.returncode == 0, build.stderr[-2000:]
-    assert (target / "triage" / "catalogue" / "builtin" / "signatures").is_dir()
-    env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}
+def test_sdist_builds_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
+    pytest.importorskip("build")
+    dist = tmp_path / "dist"
+    built = subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    (sdist,) = dist.glob("triage-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = tar.getnames()
+    assert any("/signatures/sglang/" in n for n in names) and any("/workarounds/" in n for n in names)
+
+    # A fresh venv without pip; the dependencies (and the build backend) come from the running
+    # interpreter's site-packages through a .pth line, so nothing is fetched from an index.
+    # The editable checkout is not reachable that way: a .pth inside an added directory is not run.
+    fresh = tmp_path / "fresh"
+    venv.EnvBuilder(with_pip=False).create(fresh)
+    py = fresh / "bin" / "python"
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "deps.pth").write_text("\n".join(sorted(deps)) + "\n", encoding="utf-8")
+    inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet", "--no-deps",
+                           "--no-build-isolation", "--no-index", str(sdist)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert inst.returncode == 0, inst.stderr[-2000:]
+
+    triage = fresh / "bin" / "triage"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    p = subprocess.run([sys.executable, "-m", "triage", "analyze", str(FIXTURES / "sglang-nsa-tp8.log")],
+    env = {"PATH": f"{fresh / 'bin'}:/usr/bin:/bin", "TRIAGE_NO_CACHE": "1", "HOME": str(tmp_path)}
+    where = subprocess.run([str(py), "-c", "import triage.catalogue.load as m, triage; print(triage.__file__); print(m.builtin_dirs()[0])"],
+                           capture_output=True, text=True, cwd=elsewhere, env=env, timeout=60)
+    assert all(line.startswith(str(fresh)) for line in where.stdout.split()), where.stdout + where.stderr
+    p = subprocess.run([str(triage), "analyze", str(ROOT / "examples" / "sglang-nsa-crash.log")],
                        capture_output=True, text=True, cwd=elsewhere, env=env, timeout=120)
     assert p.returncode == 1, p.stderr
-    assert "sglang-nsa-page-table-1-flattened" in p.stdout
-    where = subprocess.run([sys.executable, "-c", "from triage.catalogue.load import builtin_dirs; print(builtin_dirs()[0])"],
-                           capture_output=True, text=True, cwd=elsewhere, env=env, timeout=60)
-    assert where.stdout.strip().startswith(str(target)), where.stdout  # not the checkout's copy
-    p = subprocess.run([sys.executable, "-m", "triage", "catalogue", "check", "-q"],
-                       capture_output=True, text=True, cwd=elsewhere, env=env, timeout=300)
-    assert p.returncode == 0, p.stdout[-2000:]
+    assert "sglang-nsa" in p.stdout
+    p = subprocess.run([str(triage), "catalogue", "check", "-q"], capture_output=True, text=True,
+                       cwd=elsewhere, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    v = subprocess.run([str(triage), "--version"], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=60)
+    assert v.returncode == 0 and v.stdout.startswith("triage "), v.stdout + v.stderr

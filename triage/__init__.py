@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from triage.core.version import __version__
+
 __all__ = ["analyze", "__version__"]
 
 if TYPE_CHECKING:
@@ -19,9 +20,15 @@ if TYPE_CHECKING:
 
 
 def analyze(path: str, extra_catalogues: list[str] | None = None, version: str | None = None,
-            command: str | None = None) -> Report:
-    """Analyse one log (path, or `-` for stdin) and return the Report the CLI renders."""
-    from triage.pipeline.analyze import Options
-    from triage.pipeline.analyze import analyze as _analyze
+            command: str | None = None, redact: bool = False) -> Report:
+    """Analyse one log (path, or `-` for stdin) and return the Report the CLI renders.
 
-    return _analyze(path, options=Options(version=version, command=command), extra_catalogues=extra_catalogues)
+    Unlike the CLI, secrets are left in unless `redact` is asked for: the caller decides what
+    leaves the process. Many logs at once: triage.commands.analyze.analyze_logs."""
+    from triage.catalogue.load import load_catalogue
+    from triage.commands.analyze import analyze_logs
+    from triage.pipeline.analyze import Options
+
+    result = analyze_logs([path], load_catalogue(extra_catalogues), Options(version=version, command=command),
+                          redact=redact)
+    return result.reports[0]

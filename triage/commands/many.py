@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from triage.catalogue.load import Catalogue
-from triage.core.models import Report
+from triage.core.models import Finding, Report
 from triage.pipeline.analyze import Options, analyze
 
 # Set in each pool worker by _init_worker (the parent never sets it), inherited through fork.
@@ -79,7 +79,10 @@ def analyze_many(paths: list[str], cat: Catalogue, opts: Options, jobs: int = 0)
 def summarise(reports: list[Report], errors: dict[str, str] | None = None) -> Summary:
     groups: dict[str, Group] = {}
     for rep in reports:
-        specific = {x.failure: x for x in rep.findings if x.failure is not None and not x.generic and not x.unlikely}
+        specific: dict[int, Finding] = {}
+        for x in rep.findings:  # ranked best first: a failure is filed under its best finding
+            if x.failure is not None and not x.generic and not x.unlikely:
+                specific.setdefault(x.failure, x)
         for i, f in enumerate(rep.failures):
             finding = specific.get(i)
             if finding is not None:

@@ -11,7 +11,7 @@ refuses, so a skeleton cannot slip into a catalogue unreviewed.
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import regex
 import yaml
@@ -21,6 +21,9 @@ from triage.core.fingerprint import top_frames
 from triage.core.lazyre import lazy_regex
 from triage.core.models import Failure, Report
 from triage.core.terminal import one_line
+
+if TYPE_CHECKING:
+    from triage.catalogue.load import Catalogue
 
 EXCERPT_CAP = 30
 MESSAGE_CAP = 240  # characters of the message the pattern describes; the rest varies or adds nothing
@@ -349,3 +352,25 @@ def first_unknown(report: Report) -> int | None:
     """Index of the first failure that no specific (non-generic) finding explains."""
     known = {f.failure for f in report.findings if f.failure is not None and not f.generic}
     return next((i for i in range(len(report.failures)) if i not in known), None)
+
+
+def skeleton_for(log: str, cat: Catalogue, failure: int | None = None) -> str:
+    """`triage new`: the skeleton for failure number `failure` (1-based) of `log`, or for the
+    first failure no specific signature explains."""
+    from triage.commands.output import Output
+    from triage.core.errors import TriageError
+    from triage.pipeline.analyze import analyze
+
+    # the excerpt becomes a catalogue example, which gets committed and shared: always redacted
+    report = Output(redact=True).report(analyze(log, cat))
+    if not report.failures:
+        raise TriageError(f"{log}: no failure found, nothing to describe")
+    if failure is None:
+        index = first_unknown(report)
+        if index is None:
+            raise TriageError(f"{log}: every failure already has a specific signature (pick one with --failure N)")
+    elif not 1 <= failure <= len(report.failures):
+        raise TriageError(f"--failure {failure}: the report has {len(report.failures)} failure(s)")
+    else:
+        index = failure - 1
+    return skeleton(report, index)

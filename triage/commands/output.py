@@ -13,10 +13,13 @@ default (redacting) one.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from triage.core.errors import TriageError
 from triage.core.terminal import one_line, printable
 
 if TYPE_CHECKING:
@@ -77,15 +80,25 @@ class Output:
 
     # -- and where it goes -----------------------------------------------------------------
 
-    def write(self, document: str, stream: IO[str] | None = None) -> None:
+    def write(self, document: str, stream: IO[str] | None = None, markdown: bool = False) -> None:
         """A document (report, skeleton, event line) for stdout: built from data that passed
-        here, so only the control filter is left (Markdown and JSON have none; a last guard)."""
+        here, so only the control filter is left (Markdown and JSON have none; a last guard).
+        Markdown is rendered when the stream is a terminal (render/terminal.py)."""
         out = stream or sys.stdout
-        out.write(printable(document))
+        if markdown:
+            from triage.render.terminal import write_markdown
+
+            write_markdown(printable(document), out)
+        else:
+            out.write(printable(document))
         out.flush()
 
     def note(self, text: str) -> None:
-        """One human status line on stderr (stdout is for the report and the JSON events)."""
+        """One human status line on stderr (stdout is for the report and the JSON events); none with -q."""
+        from triage.core.verbosity import quiet
+
+        if quiet():
+            return
         sys.stderr.write(f"triage: {one_line(self.text(text))}\n")
         sys.stderr.flush()
 
@@ -111,3 +124,36 @@ def current() -> Output:
 
 def note(text: str) -> None:
     _current.note(text)
+
+
+FORMATS = ("markdown", "json")
+
+
+def normalise_format(fmt: str) -> str:
+    """`md` is accepted for `markdown`, as most tools do."""
+    f = fmt.lower()
+    f = "markdown" if f == "md" else f
+    if f not in FORMATS:
+        raise TriageError(f"--format {fmt}: expected markdown (or md) or json")
+    return f
+
+
+def write_output(text: str, output: Path | None, inputs: list[str] | None = None, markdown: bool = False) -> None:
+    """A document to stdout (rendered for a terminal when it is Markdown) or to the -o file,
+    written whole or not at all; the control filter applies to both."""
+    if output is None:
+        _current.write(text, markdown=markdown)
+        return
+    out = output.resolve()
+    for i in inputs or []:
+        if i != "-" and Path(i).exists() and Path(i).resolve() == out:
+            raise TriageError(f"--output {output} is one of the inputs; refusing to overwrite it")
+    if out.is_dir():
+        raise TriageError(f"--output {output}: is a directory")
+    tmp = out.with_name(f".{out.name}.triage-tmp")
+    try:
+        tmp.write_text(printable(text), encoding="utf-8")
+        os.replace(tmp, out)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise TriageError(f"{output}: cannot write ({e.strerror or e})") from None

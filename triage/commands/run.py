@@ -30,6 +30,7 @@ from triage.commands.watch import (
     WatchOptions,
     check_options,
     note,
+    open_output,
 )
 from triage.core.errors import EXIT_FAILURE, EXIT_TIMEOUT, TriageError
 
@@ -196,7 +197,9 @@ def run_command(command: list[str], log_path: str | None, opts: WatchOptions) ->
         server = Server(command, log)
         for s in old:
             signal.signal(s, server.forward)
-        return _supervise(server, Watcher(path, opts.catalogue_dirs, opts.grace), Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips), opts)
+        with open_output(opts.output, path) as stream:
+            printer = Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream)
+            return _supervise(server, Watcher(path, opts.catalogue_dirs, opts.grace), printer, opts)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -280,7 +283,13 @@ def _finish(server: Server, w: Watcher, out: Printer, rc: int) -> int:
     if report is not None and (failed or server.forwarded is None):
         if failed:
             out.failure(report)
+        elif not out.json and rc > 0 and report.lines == 0:
+            # nothing to analyse: say so rather than "no failure found in 0 lines"
+            out.write(f"# Triage: {w.path}\n\n**Verdict:** the server exited with status {rc} "
+                      "before writing anything.\n", markdown=True)
         elif not out.json:
+            if rc > 0:
+                report.notes.insert(0, f"the server exited with status {rc}, but its log names no failure")
             out.report(report)
     if out.json:
         out.event({"event": "exit", "status": rc, "exit_code": code, "line": w.line_no})

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
 
@@ -222,7 +224,7 @@ class Watcher:
 
 
 def note(text: str) -> None:
-    """One human status line on stderr, through the command's Output (redacted, filtered)."""
+    """One human status line on stderr, through the command's Output (redacted, filtered; none with -q)."""
     current().note(text)
 
 
@@ -230,16 +232,21 @@ class Printer:
     """What the operator sees (stderr) and what a script reads (stdout: report or JSON events)."""
 
     def __init__(self, fmt: str, clock: Callable[[], float] = time.monotonic, redact: bool = True,
-                 redact_ips: bool = False) -> None:
+                 redact_ips: bool = False, stream: IO[str] | None = None) -> None:
         self.json = fmt == "json"
         self.out = Output(redact=redact, ips=redact_ips)
+        self.stream = stream  # None: stdout (looked up when written, so that it can be replaced)
         self.clock = clock
         self._last_progress = (0.0, "")
         self._last_heartbeat = clock()
 
+    def write(self, text: str, markdown: bool = False) -> None:
+        """Text made from data that already passed `self.out` (only the control filter is left)."""
+        self.out.write(text, self.stream or sys.stdout, markdown=markdown)
+
     def event(self, doc: dict, redacted: bool = False) -> None:
         """One JSON event line; `redacted`: made from data that already passed `self.out`."""
-        self.out.write(json.dumps(doc if redacted else self.out.data(doc), ensure_ascii=True) + "\n")
+        self.write(json.dumps(doc if redacted else self.out.data(doc), ensure_ascii=True) + "\n")
 
     def phase(self, ch: PhaseChange, elapsed: float) -> None:
         self._last_heartbeat = self.clock()
@@ -265,7 +272,7 @@ class Printer:
             self.out.note(f"ready after {r.seconds:.1f}s (line {r.line})")
             self.event({"event": "ready", "seconds": round(r.seconds, 3), "line": r.line})
         else:
-            self.out.write(f"ready after {r.seconds:.1f}s (line {r.line})\n")
+            self.write(f"ready after {r.seconds:.1f}s (line {r.line})\n")
 
     def failure(self, report: Report) -> None:
         from triage.render.json_out import report_dict
@@ -276,13 +283,13 @@ class Printer:
         if self.json:
             self.event({"event": "failure", **report_dict(report)}, redacted=True)
         else:
-            self.out.write(render_markdown(report))
+            self.write(render_markdown(report), markdown=True)
 
     def report(self, report: Report) -> None:
         """The report of a server that ended without a failure (Markdown only)."""
         from triage.render.markdown import render_markdown
 
-        self.out.write(render_markdown(self.out.report(report)))
+        self.write(render_markdown(self.out.report(report)), markdown=True)
 
     def timeout(self, w: Watcher, seconds: float) -> None:
         phase, stuck = w.phases.phase, w.phases.seconds_in_phase()
@@ -300,8 +307,8 @@ class Printer:
                        f"(for {stuck:.1f}s, since line {w.phases.line}). This is how a hang looks.")
         from triage.render.markdown import codeblock, inline
 
-        self.out.write(f"# Triage: {inline(self.out.text(w.path))} timed out\n\n**Verdict:** {verdict}\n\n"
-                       f"## Last {len(last)} lines\n\n{codeblock(body, 'text')}\n")
+        self.write(f"# Triage: {inline(self.out.text(w.path))} timed out\n\n**Verdict:** {verdict}\n\n"
+                   f"## Last {len(last)} lines\n\n{codeblock(body, 'text')}\n", markdown=True)
 
 
 def failure_note(report: Report, out: Output) -> None:
@@ -320,6 +327,7 @@ class WatchOptions:
     catalogue_dirs: list[str] = field(default_factory=list)
     redact: bool = True
     redact_ips: bool = False
+    output: str | None = None  # -o: the report (or the JSON events) go to this file, not stdout
 
 
 def check_options(opts: WatchOptions) -> None:
@@ -338,8 +346,43 @@ def watch_file(path: str, opts: WatchOptions) -> int:
         raise TriageError("watch follows a file; for a pipe use: triage run -- COMMAND")
     if os.path.isdir(path):
         raise TriageError(f"{path}: is a directory, not a log file")
+    if is_compressed(path):
+        raise TriageError(f"{path}: a compressed log is finished, not being written; "
+                          f"read it with: triage analyze {path}")
+    with open_output(opts.output, path) as stream:
+        return _watch(path, opts, Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream))
+
+
+def is_compressed(path: str) -> bool:
+    """By name, or by gzip's magic bytes when the file is already there."""
+    if path.endswith((".gz", ".gzip")):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+@contextmanager
+def open_output(output: str | None, *inputs: str) -> Iterator[IO[str] | None]:
+    """The -o file for a report that is written as it happens (events, then the report)."""
+    if output is None:
+        yield None
+        return
+    for i in inputs:
+        if os.path.exists(i) and os.path.realpath(i) == os.path.realpath(output):
+            raise TriageError(f"--output {output} is the log; refusing to overwrite it")
+    try:
+        fh = open(output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    except OSError as e:
+        raise TriageError(f"--output {output}: cannot write ({e.strerror or e})") from None
+    with fh:
+        yield fh
+
+
+def _watch(path: str, opts: WatchOptions, out: Printer) -> int:
     w = Watcher(path, opts.catalogue_dirs, opts.grace)
-    out = Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips)
     deadline = w.started + opts.timeout if opts.timeout else None
     if not os.path.exists(path):
         note(f"waiting for {path} to appear")

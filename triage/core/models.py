@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 
 class Evidence(BaseModel):
@@ -203,6 +203,7 @@ class Report(BaseModel):
     # CLI prints them on stderr; not part of the JSON, which describes the log
     diagnostics: list[str] = Field(default_factory=list, exclude=True)
 
+    @computed_field(description="1: a failure ended or broke the server; 0: none found.")  # type: ignore[prop-decorator]
     @property
     def exit_code(self) -> int:
         if any(f.fatal for f in self.failures):

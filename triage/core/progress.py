@@ -6,6 +6,8 @@ import sys
 import time
 from collections.abc import Iterator
 
+from triage.core.verbosity import quiet
+
 MIN_BYTES = 100 * 1024 * 1024
 
 
@@ -13,7 +15,7 @@ class Progress:
     def __init__(self, total: int | None, label: str) -> None:
         self.total = total
         self.label = label
-        self.enabled = bool(total and total >= MIN_BYTES and sys.stderr.isatty())
+        self.enabled = bool(total and total >= MIN_BYTES and sys.stderr.isatty() and not quiet())
         self._last = 0.0
         self.done = 0
 

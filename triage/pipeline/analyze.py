@@ -88,10 +88,13 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     _count_repeats(res, failures)
     cfg = extract(lines)
     env = build_environment(lines, cfg, opts.version, failures)
-    if opts.command:
+    mismatch = _command_mismatch(opts.command, env.engine)
+    if opts.command and not mismatch:
         env.launch_command = opts.command
     report = Report(source=name, sources=[name], lines=res.total_lines, bytes=res.total_bytes,
                     environment=env, failures=failures)
+    if mismatch:
+        report.notes.append(mismatch)
     ctx = MatchContext(lines=lines, failures=failures, env=env, keyword_lines=res.keyword_lines,
                        keep_generic=opts.keep_generic)
     report.findings = match(cat, ctx)
@@ -114,6 +117,18 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
         x.source = name
     recommend(report, cat, load)
     return report
+
+
+def _command_mismatch(command: str | None, engine: str | None) -> str | None:
+    """A --command for another engine than the log's would be patched with flags it does not
+    know: it is left aside, and the report says so."""
+    from triage.pipeline.parse.environment import command_engine
+
+    other = command_engine(command) if command else None
+    if other is None or engine is None or other == engine:
+        return None
+    return (f"--command starts {other}, but this log was written by {engine}: "
+            "the command was not used (give the command that started this server)")
 
 
 def _count_repeats(res: ScanResult, failures: list[Failure]) -> None:

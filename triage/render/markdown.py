@@ -40,6 +40,23 @@ def inline(text: object) -> str:
     return _LINKISH.sub(r"\\]\1", s)
 
 
+_PROSE_KEEP = re.compile(r"(`+).*?\1|<https?://[^\s<>]+>", re.S)  # code spans and autolinks stay as written
+
+
+def prose(text: object) -> str:
+    """Catalogue prose (explanations): Markdown as its author wrote it (code spans, emphasis,
+    links), but `<pid>` or `<script>` outside code is shown, not taken for HTML (GitHub drops
+    unknown tags, and an unclosed one can hide the rest of the report)."""
+    s = printable(str(text)).strip()
+    out, pos = [], 0
+    for m in _PROSE_KEEP.finditer(s):
+        out.append(s[pos:m.start()].replace("<", "\\<"))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(s[pos:].replace("<", "\\<"))
+    return "".join(out)
+
+
 def _code_inline(text: object) -> str:
     """A code span that no backtick inside can close early (outside tables: a pipe stays)."""
     s = printable(" ".join(str(text).split()))
@@ -175,7 +192,7 @@ def _env() -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(shquote=shlex.quote, inline=inline, code=_code_inline, codeblock=codeblock, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
+    env.filters.update(shquote=shlex.quote, prose=prose, inline=inline, code=_code_inline, codeblock=codeblock, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
                        change=change, load=load, seconds=seconds, size=size, properfix=properfix,
                        shortpath=shortpath)
     return env

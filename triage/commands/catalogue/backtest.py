@@ -353,3 +353,18 @@ def failed_thresholds(result: BacktestResult, minimums: dict[str, float]) -> lis
         if pct is not None and pct < floor:
             failed.append(f"{metric} {pct:.1f}% < {floor:g}%")
     return failed
+
+
+def backtest_report(corpus: str, split: str, catalogue: list[str], against: str | None, jobs: int,
+                    minimums: dict[str, float], fmt: str) -> tuple[str, int]:
+    """`triage catalogue backtest`: the rendered scores, and 1 if a --min-* threshold failed."""
+    from triage.commands.catalogue import backtest_out
+
+    if split not in ("dev", "test", "all"):
+        raise TriageError(f"--split {split}: expected dev, test or all")
+    if jobs < 0:
+        raise TriageError(f"--jobs {jobs}: expected 0 (one per core) or more")
+    result = backtest(corpus, split, catalogue, against, jobs)
+    failed = failed_thresholds(result, minimums)
+    render = backtest_out.render_json if fmt == "json" else backtest_out.render_markdown
+    return render(result, failed), 1 if failed else 0

@@ -7,7 +7,7 @@ import json
 from triage.catalogue.load import Catalogue
 from triage.catalogue.models import WorkaroundSpec
 from triage.core.errors import TriageError
-from triage.render.markdown import inline
+from triage.render.markdown import inline, prose
 
 
 def _selected(cat: Catalogue, engine: str | None):  # noqa: ANN202
@@ -50,7 +50,7 @@ def show_markdown(cat: Catalogue, ident: str) -> str:
         raise TriageError(f"no signature or workaround {ident!r}{hint}")
     sp = s.spec
     out = [f"# {inline(sp.title)}", "", f"`{sp.id}` · {sp.engine}" + (f" · {sp.layer}" if sp.layer else "")
-           + f" · {sp.severity} · base confidence {sp.confidence:.2f}", "", sp.explanation.strip(), ""]
+           + f" · {sp.severity} · base confidence {sp.confidence:.2f}", "", prose(sp.explanation), ""]
     if sp.affects or sp.fixed_in:
         out.append(f"Affects: {sp.affects or 'unknown'} · Fixed in: {sp.fixed_in or 'not yet'}")
         out.append("")

@@ -137,3 +137,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
             out.append(f"- and {doc['errors_not_listed']} more")
         out.append("")
     return "\n".join(out)
+
+
+def render(doc: dict[str, Any], fmt: str) -> str:
+    """The leaderboard in `markdown` or `json` (the CLI's --format, already normalised)."""
+    return render_json(doc) if fmt == "json" else render_markdown(doc)

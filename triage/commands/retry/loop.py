@@ -10,6 +10,8 @@ a hang, the operator's signal, or when no applicable workaround is left.
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import IO
 
 from triage.commands.output import Output
 from triage.commands.retry.attempt import AttemptPrinter, Interrupts, run_attempt
@@ -25,7 +27,7 @@ from triage.commands.retry.models import (
 from triage.commands.retry.plan import Decision, Plan, dry_run
 from triage.commands.retry.summary import summarize
 from triage.commands.run import default_log_name
-from triage.commands.watch import WatchOptions, check_options, note
+from triage.commands.watch import WatchOptions, check_options, note, open_output
 from triage.core.errors import EXIT_FAILURE, TriageError
 from triage.core.models import Report
 from triage.core.shellwords import split_command
@@ -44,6 +46,13 @@ def attempt_log(base: str, index: int) -> str:
 
 
 def retry_command(command: list[str], log_path: str | None, opts: WatchOptions, retries: int) -> int:
+    """Relaunch with workarounds until an attempt holds; the summary (and JSON events) on stdout
+    or in the -o file."""
+    with open_output(opts.output, log_path or "") as stream:
+        return _retry(command, log_path, opts, retries, stream)
+
+
+def _retry(command: list[str], log_path: str | None, opts: WatchOptions, retries: int, stream: IO[str] | None) -> int:
     from triage.catalogue.load import load_catalogue
 
     check_options(opts)
@@ -54,7 +63,7 @@ def retry_command(command: list[str], log_path: str | None, opts: WatchOptions, 
     base = log_path or default_log_name()
     cat = load_catalogue(opts.catalogue_dirs)
     plan = Plan(Launch(argv=list(command)), cat, os.environ)
-    out = AttemptPrinter(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips)
+    out = AttemptPrinter(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream)
     attempts: list[AttemptRecord] = []
     reports: list[Report | None] = []
     not_applied: list[Skipped] = []
@@ -90,7 +99,7 @@ def retry_command(command: list[str], log_path: str | None, opts: WatchOptions, 
     summary = summarize(attempts, reports, [a.change for a in plan.applied], stopped, not_applied, opts.until)
     if not attempts and guard.signum is not None:
         summary.exit_code = 128 + guard.signum
-    _print_summary(summary, opts)
+    _print_summary(summary, opts, out)
     return summary.exit_code
 
 
@@ -127,18 +136,19 @@ def _relaunch(n: int, d: Decision, out: AttemptPrinter) -> None:
         out.event({"event": "relaunch", "change": c.model_dump(mode="json")})
 
 
-def _print_summary(summary: RetrySummary, opts: WatchOptions) -> None:
+def _print_summary(summary: RetrySummary, opts: WatchOptions, out: AttemptPrinter) -> None:
     from triage.commands.retry import render as retry_out
 
-    out = Output(redact=opts.redact, ips=opts.redact_ips)
-    if out.redact:
+    red = Output(redact=opts.redact, ips=opts.redact_ips)
+    if red.redact:
         for a in summary.attempts:
-            a.launch = _redacted_launch(a.launch, out)
+            a.launch = _redacted_launch(a.launch, red)
             a.command = a.launch.shell()
         if summary.held is not None:
             summary.command = summary.attempts[summary.held - 1].command
-        summary = RetrySummary.model_validate(out.data(summary.model_dump()))
-    out.write(retry_out.summary_json(summary) if opts.fmt == "json" else retry_out.summary_markdown(summary))
+        summary = RetrySummary.model_validate(red.data(summary.model_dump()))
+    text = retry_out.summary_json(summary) if opts.fmt == "json" else retry_out.summary_markdown(summary)
+    out.write(text, markdown=opts.fmt != "json")
 
 
 def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int) -> int:
@@ -182,5 +192,8 @@ def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int
 
     out = Output(redact=opts.redact, ips=opts.redact_ips)
     plan = RetryPlan.model_validate(out.data(plan.model_dump()))
-    out.write(retry_out.plan_json(plan) if opts.fmt == "json" else retry_out.plan_markdown(plan))
+    from triage.commands.output import write_output
+
+    text = retry_out.plan_json(plan) if opts.fmt == "json" else retry_out.plan_markdown(plan)
+    write_output(text, Path(opts.output) if opts.output else None, [log], markdown=opts.fmt != "json")
     return 0 if plan.steps else EXIT_FAILURE

@@ -52,6 +52,11 @@ _PKG_ENGINE = {"sglang": "sglang", "vllm": "vllm", "tensorrt_llm": "trtllm", "te
                "lmdeploy": "lmdeploy"}
 
 
+def command_engine(command: str) -> str | None:
+    """The engine a launch command starts (`vllm serve ...` -> vllm), if it says."""
+    return next((engine for engine, rx in _LAUNCH if rx.search(command)), None)
+
+
 def guess_engine(lines: list[LogLine], cfg: Config, failures: list[Failure] | None = None) -> str | None:
     """The engine that wrote the log, from the whole of it: launch and config lines, the prefix
     dialect of its lines, then the packages of the outermost and innermost frames of its

@@ -62,8 +62,13 @@ def _parse_time(ts: str | None) -> datetime | None:
     if not ts:
         return None
     for fmt in ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%m-%d %H:%M:%S", "%H:%M:%S", "%H:%M:%S.%f"):
+        text = ts
+        if fmt.startswith("%m-%d"):
+            # vLLM prints no year; a day without a year is deprecated in strptime (Python 3.13)
+            # and breaks in 3.15. A leap year keeps 02-29 valid; only differences are used.
+            text, fmt = f"2000-{ts}", f"%Y-{fmt}"
         try:
-            return datetime.strptime(ts, fmt)
+            return datetime.strptime(text, fmt)
         except ValueError:
             continue
     return None

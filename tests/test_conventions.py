@@ -1,0 +1,331 @@
+"""The command-line conventions of issue 15, each through the CLI: --version, -h, --format,
+-o, --exit-zero, -q/-v, the JSON envelope, option validation, configuration, schemas, TTY
+rendering, and the reports that one bad line or option used to lose."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+import warnings
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+EXAMPLES = ROOT / "examples"
+NSA = EXAMPLES / "sglang-nsa-crash.log"
+COMPILE = EXAMPLES / "sglang-capture-torch-compile.log"
+VLLM = EXAMPLES / "vllm-kv-cache-too-small.log"
+ENVELOPE = {"schema", "triage_version", "exit_code", "reports", "summary", "failures", "findings"}
+
+
+@pytest.fixture(autouse=True)
+def _no_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No user configuration or TRIAGE_* setting leaks in from the machine running the tests."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg")))
+    for name in list(os.environ):
+        if name.startswith("TRIAGE_") and name not in ("TRIAGE_NO_CACHE", "TRIAGE_DEBUG"):
+            monkeypatch.delenv(name)
+
+
+def cli(*args: str | Path) -> tuple[int, str, str]:
+    """The CLI in process (run_main: the entry point's error handling included)."""
+    from triage.cli import run_main
+    from triage.core.verbosity import LOG
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = run_main([str(a) for a in args])
+    finally:
+        LOG.setLevel(0)  # -q/-v of one call must not leak into the next test
+    return code, out.getvalue(), err.getvalue()
+
+
+def tty(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    """stdout of the real `triage` when it is a terminal."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "triage", *args], stdout=slave, stderr=subprocess.PIPE,
+                         env={**os.environ, "COLUMNS": "120", "TERM": "xterm", **(env or {})}, cwd=cwd)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            b = os.read(master, 1 << 16)
+        except OSError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+    os.close(master)
+    assert p.wait(timeout=120) in (0, 1), p.stderr.read() if p.stderr else ""
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+# --- conventions ----------------------------------------------------------------------------
+
+def test_version_and_engine_version_are_two_options() -> None:
+    from triage import __version__
+
+    assert cli("--version") == (0, f"triage {__version__}\n", "")
+    assert cli("-V")[1] == f"triage {__version__}\n"
+    for spelling in ("--engine-version", "--version"):  # the old spelling on analyze still works
+        code, out, _ = cli("analyze", NSA, spelling, "0.5.3", "-f", "json")
+        assert code == 1 and json.loads(out)["environment"]["version"] == "0.5.3"
+    assert "--engine-version" in cli("analyze", "-h")[1]
+    assert "--version" not in cli("analyze", "-h")[1].replace("--engine-version", "")  # the alias is hidden
+
+
+def _commands() -> list[list[str]]:
+    from typer.main import get_command
+
+    from triage.cli import app
+
+    def walk(cmd, path: list[str]) -> list[list[str]]:  # noqa: ANN001
+        subs = getattr(cmd, "commands", None)
+        if not subs:
+            return [path]
+        return [path] + [p for name, c in sorted(subs.items()) for p in walk(c, [*path, name])]
+
+    return walk(get_command(app), [])
+
+
+def test_every_command_has_h_and_no_python_types_in_help() -> None:
+    seen = 0
+    for path in _commands():
+        code, out, err = cli(*path, "-h")
+        assert code == 0 and out.startswith("Usage: triage"), (path, err)
+        assert not re.search(r"<(list\[|str>|int>|float>|path>|bool>)", out), (path, out)
+        seen += 1
+    assert seen >= 10
+    assert "--install-completion" in cli("-h")[1]  # shell completion is on
+
+
+def test_format_accepts_markdown_md_and_json() -> None:
+    md = cli("analyze", NSA, "--format", "md")
+    assert md[0] == 1 and md[1].startswith("# Triage:")
+    assert cli("analyze", NSA, "--format", "markdown")[1] == md[1]
+    assert json.loads(cli("analyze", NSA, "-f", "json")[1])["exit_code"] == 1
+    code, _, err = cli("analyze", NSA, "-f", "xml")
+    assert code == 2 and err.startswith("triage: error:")
+
+
+def test_output_file_on_every_report_writing_command(tmp_path: Path) -> None:
+    for args, name in ((["analyze", NSA, "-f", "json"], "a.json"), (["signatures"], "s.md"),
+                       (["show", "system-oom-killer"], "show.md"), (["schema", "report"], "r.json")):
+        target = tmp_path / name
+        code, out, _ = cli(*args, "-o", target)
+        assert out == "" and target.read_text(encoding="utf-8"), args
+    code, out, _ = cli("watch", VLLM, "-t", "60", "--grace", "0", "-o", tmp_path / "w.md")
+    assert code == 1 and out == "" and "vllm-max-seq-len-exceeds-kv-cache" in (tmp_path / "w.md").read_text()
+    code, _, err = cli("analyze", NSA, "-o", NSA)
+    assert code == 2 and "one of the inputs" in err
+    code, out, _ = cli("run", "--retry", "1", "--dry-run", "--log", NSA, "-o", tmp_path / "plan.md")
+    assert code == 0 and out == "" and "--disable-radix-cache" in (tmp_path / "plan.md").read_text()
+
+
+def test_exit_zero_keeps_the_report_and_usage_errors() -> None:
+    code, out, _ = cli("analyze", NSA, "--exit-zero")
+    assert code == 0 and "sglang-nsa-page-table-1-flattened" in out
+    assert cli("analyze", NSA)[0] == 1
+    assert cli("analyze", "no-such.log", "--exit-zero")[0] == 2
+
+
+def test_quiet_and_verbose() -> None:
+    code, out, err = cli("watch", VLLM, "-t", "60", "--grace", "0")
+    assert code == 1 and "triage: failure at line" in err
+    code, out, err = cli("watch", VLLM, "-t", "60", "--grace", "0", "-q")
+    assert code == 1 and err == "" and "vllm-max-seq-len-exceeds-kv-cache" in out
+    code, out, err = cli("analyze", NSA, "-v")
+    assert code == 1 and "triage: configuration:" in err and "triage: catalogue:" in err
+    assert cli("analyze", NSA, "-q", "-v")[0] == 2
+
+
+# --- the JSON contract ----------------------------------------------------------------------
+
+def test_json_has_one_envelope_for_one_log_or_many() -> None:
+    one = json.loads(cli("analyze", NSA, "-f", "json")[1])
+    many = json.loads(cli("analyze", NSA, VLLM, "-f", "json")[1])
+    assert set(one) >= ENVELOPE and set(many) >= ENVELOPE
+    assert one["schema"] == many["schema"] == "triage-report/2"
+    assert len(one["reports"]) == 1 and len(many["reports"]) == 2
+    assert one["summary"]["logs"] == 1 and many["summary"]["logs"] == 2
+    # the 0.1 single-log keys stay readable at the top level
+    assert one["environment"] == one["reports"][0]["environment"] and one["failures"] == one["reports"][0]["failures"]
+    assert many["findings"] == [x for r in many["reports"] for x in r["findings"]]
+
+
+def test_json_output_validates_against_the_report_model() -> None:
+    from triage.commands.analyze import Document
+
+    doc = Document.model_validate_json(cli("analyze", NSA, VLLM, "-f", "json")[1])
+    assert [r.source for r in doc.reports] == [str(NSA), str(VLLM)]
+
+
+def test_schemas_are_generated_and_current() -> None:
+    for name in ("report", "catalogue", "signature", "workaround"):
+        code, out, _ = cli("schema", name)
+        assert code == 0
+        schema = json.loads(out)
+        assert schema["$schema"].startswith("https://json-schema.org/")
+        kept = ROOT / "docs" / "schemas" / f"{name}.json"
+        assert kept.read_text(encoding="utf-8") == out, f"run python scripts/gen_docs.py ({kept} is stale)"
+    report = json.loads(cli("schema", "report")[1])
+    assert set(report["properties"]) >= ENVELOPE
+    assert cli("schema", "nope")[0] == 2
+
+
+def test_cli_reference_is_current() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from gen_docs import cli_markdown
+    finally:
+        sys.path.pop(0)
+    assert (ROOT / "docs" / "cli.md").read_text(encoding="utf-8") == cli_markdown(), \
+        "docs/cli.md is stale: run python scripts/gen_docs.py"
+
+
+# --- reports that used to be lost ---------------------------------------------------------
+
+def test_a_cut_off_quote_loses_no_report(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.log"
+    cut.write_text('Killed  python -m sglang.launch_server --model-path "deepseek --tp 8\n' + NSA.read_text())
+    code, out, err = cli("analyze", cut, VLLM, "-f", "json")
+    assert code == 1 and "internal error" not in err
+    assert len(json.loads(out)["reports"]) == 2
+    code, out, err = cli("analyze", NSA, "--command", "python -m sglang.launch_server --model-path 'x --tp 8")
+    assert code == 1 and "internal error" not in err and "--disable-radix-cache" in out
+
+
+def test_summary_files_each_log_under_its_best_finding() -> None:
+    code, out, _ = cli("analyze", *sorted(EXAMPLES.glob("*.log")), "-f", "json")
+    groups = {g["key"]: g for g in json.loads(out)["summary"]["groups"]}
+    assert "sglang-torch-compile-stream-capturing" in groups and "system-oom-killer" not in groups
+    md = cli("analyze", *sorted(EXAMPLES.glob("*.log")))[1]
+    assert "`sglang-torch-compile-stream-capturing`" in md.split("\n---\n")[0]
+
+
+def test_catalogue_text_is_escaped_for_markdown() -> None:
+    out = cli("show", "system-oom-killer")[1]
+    assert "\\<pid>" in out and not re.search(r"(?<!\\)<pid>", out)
+    report = cli("analyze", COMPILE)[1]  # system-oom-killer is its second finding
+    assert "system-oom-killer" in report and not re.search(r"(?<![\\`])<pid>", report)
+
+
+def test_terminal_gets_rendered_markdown_without_entities() -> None:
+    out = tty("signatures")
+    assert "&lt;" not in out and "&gt;" not in out and "|---|" not in out and "\x1b[" in out
+    plain = tty("show", "system-oom-killer", env={"NO_COLOR": "1"})
+    assert "<pid>" in plain and "\\<" not in plain and not re.search("\x1b\\[3[0-9]m", plain)
+    piped = subprocess.run([sys.executable, "-m", "triage", "show", "system-oom-killer"], capture_output=True,
+                           text=True, timeout=120)
+    assert "\\<pid>" in piped.stdout and "\x1b[" not in piped.stdout  # piped: plain Markdown
+
+
+def test_run_of_a_server_that_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = cli("run", "-t", "10", "--", "false")
+    assert code == 1
+    assert "exited with status 1 before writing anything" in out and "no failure found in 0 lines" not in out
+
+
+def test_watch_refuses_a_compressed_log(tmp_path: Path) -> None:
+    gz = tmp_path / "x.log.gz"
+    import gzip
+
+    gz.write_bytes(gzip.compress(NSA.read_bytes()))
+    code, _, err = cli("watch", gz, "-t", "1")
+    assert code == 2 and "triage analyze" in err
+    renamed = tmp_path / "x.log"
+    renamed.write_bytes(gz.read_bytes())  # gzip without the suffix: found by its magic bytes
+    assert cli("watch", renamed, "-t", "1")[0] == 2
+
+
+def test_options_are_validated() -> None:
+    for args, says in ((["--engine-version", "notaversion"], "not a version"), (["-j", "-1"], "--jobs -1")):
+        code, _, err = cli("analyze", NSA, *args)
+        assert code == 2 and says in err and err.count("\n") == 1
+    code, out, _ = cli("analyze", NSA, "--command", "vllm serve foo --tensor-parallel-size 8")
+    assert code == 1 and "--command starts vllm, but this log was written by sglang" in out
+    assert "vllm serve foo" not in out
+
+
+def test_no_strptime_deprecation_for_dates_without_a_year() -> None:
+    from triage.pipeline.parse.timeline import seconds_between
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        assert cli("analyze", VLLM)[0] == 1
+        assert seconds_between("02-28 23:59:59", "02-29 00:00:09") == 10.0
+
+
+# --- configuration --------------------------------------------------------------------------
+
+def test_configuration_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user = Path(os.environ["XDG_CONFIG_HOME"]) / "triage"
+    user.mkdir(parents=True)
+    (user / "triage.toml").write_text('format = "json"\n')
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    monkeypatch.chdir(project / "sub")
+    assert cli("analyze", NSA)[1].startswith("{")  # no project file: the user's
+    (project / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    assert cli("analyze", NSA)[1].startswith("{")  # a pyproject.toml without [tool.triage] does not count
+    (project / "pyproject.toml").write_text('[tool.triage]\nformat = "md"\nexit-zero = true\n')
+    code, out, _ = cli("analyze", NSA)
+    assert code == 0 and out.startswith("# Triage")  # nearest project file wins over the user's
+    (project / "sub" / "triage.toml").write_text('format = "json"\n')
+    assert cli("analyze", NSA)[:2] == (1, cli("analyze", NSA, "-f", "json")[1])  # nearer still; no exit-zero there
+    monkeypatch.setenv("TRIAGE_FORMAT", "markdown")
+    assert cli("analyze", NSA)[1].startswith("# Triage")  # environment over files
+    assert cli("analyze", NSA, "-f", "json")[1].startswith("{")  # command line over environment
+    assert cli("--isolated", "analyze", NSA, "--exit-zero")[1].startswith("# Triage")
+
+
+def test_configuration_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "triage.toml").write_text('colour = "always"\n')
+    code, _, err = cli("analyze", NSA)
+    assert code == 2 and "unknown setting 'colour'" in err
+    assert cli("analyze", "-h")[0] == 0  # help does not need a valid configuration
+    (tmp_path / "triage.toml").write_text('catalogue = ["extra"]\n')
+    code, _, err = cli("analyze", NSA)
+    assert code == 2 and str(tmp_path / "extra") in err  # relative to the file
+    (tmp_path / "triage.toml").write_text("jobs = \n")
+    assert cli("analyze", NSA)[0] == 2
+    monkeypatch.setenv("TRIAGE_REDACT_IPS", "maybe")
+    assert cli("--isolated", "analyze", NSA)[0] == 2
+
+
+def test_configured_catalogue_and_redaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "ip.log"
+    log.write_text('Traceback (most recent call last):\n  File "/x/sglang/srt/managers/scheduler.py", line 10, in run\n'
+                   "    connect()\nRuntimeError: could not connect to 10.1.2.3:5000\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "triage.toml").write_text("redact-ips = true\n")
+    assert "10.1.2.3" not in cli("analyze", log, "-f", "json")[1]
+    assert "10.1.2.3" in cli("analyze", log, "-f", "json", "--no-redact-ips")[1]
+
+
+# --- thin CLI -------------------------------------------------------------------------------
+
+def test_cli_and_library_give_the_same_reports() -> None:
+    import triage
+    from triage.commands.analyze import analyze_logs, render
+
+    logs = [str(p) for p in sorted(EXAMPLES.glob("*.log"))]
+    assert cli("analyze", *logs, "-j", "1")[1] == render(analyze_logs(logs, jobs=1), "md")
+    lib = triage.analyze(str(NSA), redact=True).model_dump(mode="json")
+    assert json.loads(cli("analyze", NSA, "-f", "json")[1])["reports"][0] == lib
+
+
+def test_cli_module_holds_no_pipeline_work() -> None:
+    text = (ROOT / "triage" / "cli.py").read_text(encoding="utf-8")
+    for word in ("analyze_many", "redact_report", "report.markdown", "render_json", "summarise(", "compare(", "backtest_out"):
+        assert word not in text, word

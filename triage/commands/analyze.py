@@ -1,0 +1,179 @@
+"""`triage analyze`: logs in; reports, their summary, the rendered text and the exit code out.
+
+The CLI and `triage.analyze` both come through here, so that one log or many, with or without
+a baseline, redacted or not, give the same reports whoever asks.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from triage.catalogue.load import Catalogue, load_catalogue
+from triage.commands.many import Summary, summarise
+from triage.commands.output import Output, normalise_format
+from triage.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, TriageError
+from triage.core.models import Failure, Finding, Report
+from triage.pipeline.analyze import Options
+
+log = logging.getLogger("triage")
+
+# The JSON contract's name and version; bumped only when a field changes meaning or goes away.
+SCHEMA = "triage-report/2"
+class Document(BaseModel):
+    """What `triage analyze --format json` prints, for one log or many: the same envelope.
+
+    For a single log the report's own fields (`source`, `environment`, `timeline`, ...) are
+    repeated at the top level too, so that scripts written against the one-log shape of 0.1
+    keep working; new scripts read `reports`."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    schema_id: str = Field(default=SCHEMA, alias="schema", description="Name and version of this contract.")
+    triage_version: str = Field(description="The triage release that wrote the document.")
+    exit_code: int = Field(description="0: no failure in any log; 1: a failure; 2: a log could not be read.")
+    reports: list[Report] = Field(description="One report per log, in input order.")
+    summary: Summary = Field(description="Failures grouped across logs; logs that could not be read.")
+    failures: list[Failure] = Field(description="Every report's failures, in report order (each names its source).")
+    findings: list[Finding] = Field(description="Every report's findings, in report order (each names its source).")
+
+
+@dataclass
+class Analysis:
+    reports: list[Report]
+    errors: dict[str, str] = field(default_factory=dict)  # log -> why it could not be analysed
+    paths: list[str] = field(default_factory=list)  # the inputs, expanded (for -o's "not onto an input")
+
+    @property
+    def summary(self) -> Summary:
+        return summarise(self.reports, self.errors)
+
+    @property
+    def diagnostics(self) -> list[str]:
+        """How the logs were read (e.g. the portable scanner was used), each said once."""
+        return list(dict.fromkeys(d for r in self.reports for d in r.diagnostics))
+
+    @property
+    def exit_code(self) -> int:
+        """1 if any log shows a failure, else 2 if a log could not be read, else 0."""
+        codes = [r.exit_code for r in self.reports]
+        if EXIT_FAILURE in codes:
+            return EXIT_FAILURE
+        return EXIT_USAGE if self.errors else EXIT_OK
+
+
+def expand_inputs(items: list[str]) -> list[str]:
+    """Files as given; directories as the files under them; globs (quoted from the shell) expanded."""
+    out: list[str] = []
+    for item in items:
+        if item == "-":
+            out.append(item)
+            continue
+        p = Path(item)
+        if p.is_dir():
+            files = sorted(str(f) for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+            if not files:
+                raise TriageError(f"{item}: directory holds no files")
+            out.extend(files)
+        elif not p.exists() and any(c in item for c in "*?["):
+            found = sorted(glob.glob(item, recursive=True))
+            if not found:
+                raise TriageError(f"{item}: no file matches")
+            out.extend(found)
+        elif not p.exists():
+            raise TriageError(f"{item}: no such file")  # a name typed on the command line: a usage error
+        else:
+            out.append(item)
+    return out
+
+
+def check_options(options: Options, jobs: int) -> None:
+    """Values a run would otherwise take silently and misuse."""
+    if jobs < 0:
+        raise TriageError(f"--jobs {jobs}: expected 0 (one per core) or more")
+    if options.version is not None:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            Version(options.version)
+        except InvalidVersion:
+            raise TriageError(f"--engine-version {options.version}: not a version (expected e.g. 0.5.3 or 0.10.1rc1)") from None
+    if options.command is not None and not options.command.strip():
+        raise TriageError("--command is empty")
+
+
+def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: Options | None = None, *,
+                 baseline: str | None = None, redact: bool = True, redact_ips: bool = False, jobs: int = 0) -> Analysis:
+    """Analyse the logs (files, directories, globs, `-`). One log that cannot be read is an
+    error (TriageError); among many it is listed in `errors` and the others are still analysed."""
+    opts = options or Options()
+    check_options(opts, jobs)
+    paths = expand_inputs(logs)
+    if baseline is not None and len(paths) > 1:
+        raise TriageError("--baseline compares one log with one healthy log; give a single LOG")
+    cat = catalogue or load_catalogue()
+    started = time.monotonic()
+    if len(paths) == 1:
+        from triage.pipeline.analyze import analyze
+
+        result = Analysis([analyze(paths[0], cat, opts)])
+        if baseline is not None:
+            from triage.commands.baseline import compare
+
+            compare(result.reports[0], baseline, cat, opts)
+    else:
+        from triage.commands.many import analyze_many
+
+        reports, errors = analyze_many(paths, cat, opts, jobs)
+        result = Analysis(reports, errors)
+    result.paths = paths
+    log.debug("analysed %d log(s) in %.2fs", len(paths), time.monotonic() - started)
+    # through the one output door (commands/output.py), like every other output
+    out = Output(redact=redact, ips=redact_ips)
+    result.reports = [out.report(r) for r in result.reports]
+    result.errors = {k: out.text(v) for k, v in result.errors.items()}
+    return result
+
+
+def document(result: Analysis) -> dict[str, Any]:
+    """The JSON envelope as a plain dict (see Document)."""
+    from triage.core.version import __version__
+    from triage.render.json_out import report_dict
+
+    reports = [report_dict(r) for r in result.reports]
+    doc: dict[str, Any] = {}
+    if len(reports) == 1 and not result.errors:
+        doc.update(reports[0])  # the 0.1 single-log keys, kept readable (see Document)
+    doc.update({
+        "schema": SCHEMA,
+        "triage_version": __version__,
+        "exit_code": result.exit_code,
+        "reports": reports,
+        "summary": result.summary.model_dump(mode="json"),
+        "failures": [f for r in reports for f in r["failures"]],
+        "findings": [f for r in reports for f in r["findings"]],
+    })
+    return doc
+
+
+def render(result: Analysis, fmt: str) -> str:
+    """The report text in `markdown` (or `md`) or `json`."""
+    fmt = normalise_format(fmt)
+    if fmt == "json":
+        import json
+
+        # ensure_ascii keeps the output valid and printable whatever bytes the log held
+        return json.dumps(document(result), indent=2, ensure_ascii=True) + "\n"
+    from triage.render.markdown import render_markdown  # jinja2 only when Markdown is asked for
+
+    if len(result.reports) == 1 and not result.errors:
+        return render_markdown(result.reports[0])
+    from triage.commands.many import summary_markdown
+
+    return summary_markdown(result.summary) + "".join("\n---\n\n" + render_markdown(r) for r in result.reports)
