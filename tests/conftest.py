@@ -1,14 +1,32 @@
 from __future__ import annotations
 
+import io
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[1]
+TRACEBACK = "Traceback (most recent call last)"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The catalogue cache of this run (and of the subprocesses it starts) lives in a temporary
+    directory: the tests never write into the user's ~/.cache, and a stale cache there cannot
+    hide a change to the catalogue."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
 
 
 @pytest.fixture(scope="session")
@@ -18,9 +36,44 @@ def catalogue():
     return load_catalogue()
 
 
-def run_cli(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, stdin: bytes | None = None, cwd: Path | str | None = None,
+            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`triage ARGS` run in this process, as the console entry point runs it (same error handling
+    and exit codes), with bytes in and out like `subprocess.run(..., capture_output=True)`.
+
+    A subprocess costs ~1.4 s (interpreter, imports, catalogue); this costs the command's own
+    work. Tests of the installed entry point, signals and child processes use `run_process`."""
+    from triage.cli import run_main
+
+    out, err = io.BytesIO(), io.BytesIO()
+    # what a pipe gives a real process: UTF-8, strict on stdout, backslashreplace on stderr
+    streams = (io.TextIOWrapper(io.BufferedReader(io.BytesIO(stdin or b"")), encoding="utf-8"),
+               io.TextIOWrapper(out, encoding="utf-8", write_through=True),
+               io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", write_through=True))
+    saved_streams, saved_cwd, saved_env = (sys.stdin, sys.stdout, sys.stderr), os.getcwd(), dict(os.environ)
+    try:
+        sys.stdin, sys.stdout, sys.stderr = streams
+        if cwd is not None:
+            os.chdir(cwd)
+        os.environ.update(env or {})
+        code = run_main(list(args), prog_name="triage")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        stdout, stderr = out.getvalue(), err.getvalue()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["triage", *args], code, stdout, stderr)
+
+
+def run_process(*args: str, stdin: bytes | None = None, cwd: Path | str | None = None,
+                timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python -m triage ARGS` in a new process: only for what needs one (the module entry
+    point, signals, a fresh interpreter's memory or start-up)."""
     return subprocess.run([sys.executable, "-m", "triage", *args], input=stdin, capture_output=True,
-                          cwd=cwd, timeout=120)
+                          cwd=cwd, timeout=timeout)
 
 
 def analyze_json(path: Path | str, *extra: str) -> tuple[int, dict]:

@@ -1,13 +1,15 @@
 """Hostile and broken input, hostile catalogues, secrets, and reports that cannot be broken.
 
-Every case runs the real command line in a subprocess (with a timeout: never a hang) and
-checks the promise of docs/security.md: a correct analysis of what is readable, or one clear
-line on stderr and exit 2; never a Python traceback; the input file never modified.
+Every case runs the real command line (in this process, with the entry point's error handling,
+and with a timeout: never a hang) and checks the promise of docs/security.md: a correct analysis
+of what is readable, or one clear line on stderr and exit 2; never a Python traceback; the input
+file never modified. The memory probes run a fresh interpreter.
 """
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import gzip
 import json
 import os
@@ -22,9 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, TRACEBACK, run_cli
 
-TRACEBACK = "Traceback (most recent call last)"
 SGL_CRASH = (
     "[2025-01-01 00:00:00 TP0] server_args=ServerArgs(model_path='org/model', tp_size=1)\n"
     "[2025-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
@@ -36,9 +37,13 @@ SGL_CRASH = (
 
 def cli(*args: str, timeout: float = 90, stdin: bytes | None = None, cwd: Path | None = None,
         ok: tuple[int, ...] = (0, 1, 2)) -> subprocess.CompletedProcess:
-    """`python -m triage ...`: never a traceback, never a hang, always a documented exit code."""
-    p = subprocess.run([sys.executable, "-m", "triage", *args], input=stdin, capture_output=True,
-                       timeout=timeout, cwd=cwd, env={**os.environ, "TRIAGE_DEBUG": ""})
+    """`triage ...`: never a traceback, never a hang, always a documented exit code."""
+    # a hang in process cannot be killed like a child: end the run with every thread's stack
+    faulthandler.dump_traceback_later(timeout, exit=True)
+    try:
+        p = run_cli(*args, stdin=stdin, cwd=cwd, env={"TRIAGE_DEBUG": ""})
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     err = p.stderr.decode("utf-8", "replace")
     assert TRACEBACK not in err, err
     assert "internal error" not in err, err

@@ -330,9 +330,15 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type,
 
 def main() -> None:
     """Entry point: one clear line on stderr for any error, never a traceback."""
+    sys.exit(run_main())
+
+
+def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
+    """The whole command line, errors included, as an exit code: `main` for the process, and
+    for callers (the tests) that run it in their own process with argv and their own streams."""
     exits, aborts, usage = _click_exceptions()
     try:
-        rv = app(standalone_mode=False)
+        rv = app(args=argv, prog_name=prog_name, standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except exits as e:
         code = e.exit_code
@@ -361,4 +367,4 @@ def main() -> None:
         code = EXIT_USAGE
     with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()
-    sys.exit(code)
+    return code
