@@ -335,15 +335,19 @@ def check_options(opts: WatchOptions) -> None:
         raise TriageError(f"--grace must not be negative (got {opts.grace})")
 
 
-def watch_file(path: str, opts: WatchOptions) -> int:
-    """Follow `path` until ready (0), failure (1, report printed) or timeout (3)."""
+def watch_file(path: str, opts: WatchOptions, clock: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep) -> int:
+    """Follow `path` until ready (0), failure (1, report printed) or timeout (3).
+
+    `clock` and `sleep` are the loop's only contact with time, so that a caller (the tests) can
+    drive it on a clock of its own: the timeout, grace and heartbeat all follow `clock`."""
     check_options(opts)
     if path == "-":
         raise TriageError("watch follows a file; for a pipe use: triage run -- COMMAND")
     if os.path.isdir(path):
         raise TriageError(f"{path}: is a directory, not a log file")
-    w = Watcher(path, opts.catalogue_dirs, opts.grace)
-    out = Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips)
+    w = Watcher(path, opts.catalogue_dirs, opts.grace, clock=clock)
+    out = Printer(opts.fmt, clock=clock, redact=opts.redact, redact_ips=opts.redact_ips)
     deadline = w.started + opts.timeout if opts.timeout else None
     if not os.path.exists(path):
         note(f"waiting for {path} to appear")
@@ -367,6 +371,6 @@ def watch_file(path: str, opts: WatchOptions) -> int:
                 return EXIT_TIMEOUT
             out.status(w)
             if not n:
-                time.sleep(POLL_INTERVAL)
+                sleep(POLL_INTERVAL)
     finally:
         w.follower.close()
