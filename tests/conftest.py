@@ -37,12 +37,13 @@ def catalogue():
 
 
 def run_cli(*args: str, stdin: bytes | None = None, cwd: Path | str | None = None,
-            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+            env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess:
     """`triage ARGS` run in this process, as the console entry point runs it (same error handling
     and exit codes), with bytes in and out like `subprocess.run(..., capture_output=True)`.
 
     A subprocess costs ~1.4 s (interpreter, imports, catalogue); this costs the command's own
-    work. Tests of the installed entry point, signals and child processes use `run_process`."""
+    work. `env` is set on top of this process's environment for the call (None unsets a name).
+    Tests of the installed entry point, signals and child processes use `run_process`."""
     from triage.cli import run_main
 
     out, err = io.BytesIO(), io.BytesIO()
@@ -55,7 +56,11 @@ def run_cli(*args: str, stdin: bytes | None = None, cwd: Path | str | None = Non
         sys.stdin, sys.stdout, sys.stderr = streams
         if cwd is not None:
             os.chdir(cwd)
-        os.environ.update(env or {})
+        for name, value in (env or {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         code = run_main(list(args), prog_name="triage")
         sys.stdout.flush()
         sys.stderr.flush()
