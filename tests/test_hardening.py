@@ -722,9 +722,10 @@ def test_redaction_is_bounded_on_pathological_lines():
     n = 1 << 20
     for line in ["a." * (n // 2), "--a-" * (n // 4), "api_key='" * (n // 9), "a://:" * (n // 5), "?a_=&" * (n // 5),
                  "A_TOKEN_" * (n // 8), "bearer " * (n // 7), "1.1.1.1." * (n // 8)]:
-        t = time.perf_counter()
+        # CPU time, not wall time: other processes on a loaded machine must not fail this (they did)
+        t = time.process_time()
         redact_text(line, ips=True)
-        assert time.perf_counter() - t < 3, line[:20]
+        assert time.process_time() - t < 3, line[:20]
 
 
 # -- reports that cannot be broken -------------------------------------------------------------
