@@ -21,10 +21,10 @@ import pytest
 from conftest import run_cli
 
 from triage.catalogue.load import load_catalogue
-from triage.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from triage.pipeline import analyze_text
-from triage.retry.models import Launch
-from triage.retry.plan import Plan
+from triage.commands.retry.models import Launch
+from triage.commands.retry.plan import Plan
+from triage.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from triage.pipeline.analyze import analyze_text
 
 FAKE = str(Path(__file__).parent / "fakeserver.py")
 TRIAGE = [sys.executable, "-m", "triage"]

@@ -20,8 +20,8 @@ import pytest
 from conftest import run_cli
 from fakeserver import Pause, Rotate, script
 
-from triage.errors import EXIT_FAILURE, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE
-from triage.watch import HEARTBEAT, POLL_INTERVAL, Follower, WatchOptions, watch_file
+from triage.commands.watch import HEARTBEAT, POLL_INTERVAL, Follower, WatchOptions, watch_file
+from triage.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE
 
 FAKE = str(Path(__file__).parent / "fakeserver.py")
 TRIAGE = [sys.executable, "-m", "triage"]

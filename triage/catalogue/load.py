@@ -17,7 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from triage.catalogue.models import SignatureSpec, WorkaroundSpec
-from triage.errors import CatalogueError
+from triage.core.errors import CatalogueError
 
 try:
     _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
