@@ -3,9 +3,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -32,17 +34,23 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     config.option.dist = "loadfile"  # a file's module fixtures (a 100 MB log, reports) are made once
 
 
-@pytest.fixture(scope="session", autouse=True)
-def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+_SAVED_CACHE_HOME: list[str | None] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
     """The catalogue cache of this run (and of the subprocesses it starts) lives in a temporary
-    directory: the tests never write into the user's ~/.cache, and a stale cache there cannot
-    hide a change to the catalogue."""
-    before = os.environ.get("XDG_CACHE_HOME")
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
-    yield
-    if before is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
+    directory, set before any test module loads a catalogue: the tests never write into the
+    user's ~/.cache, and a stale cache there cannot hide a change to the catalogue."""
+    _SAVED_CACHE_HOME.append(os.environ.get("XDG_CACHE_HOME"))
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="triage-tests-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not _SAVED_CACHE_HOME:
+        return
+    shutil.rmtree(os.environ.pop("XDG_CACHE_HOME", ""), ignore_errors=True)
+    before = _SAVED_CACHE_HOME.pop()
+    if before is not None:
         os.environ["XDG_CACHE_HOME"] = before
 
 
