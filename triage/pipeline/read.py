@@ -14,7 +14,7 @@ import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from triage.core.errors import TriageError
 
@@ -29,7 +29,8 @@ _DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (EOFError, gzip.BadGzipFil
 try:
     from isal.isal_zlib import error as _IsalError
 
-    _DECOMPRESS_ERRORS += (_IsalError,)
+    # the stub declares `error` an instance; it is the exception class
+    _DECOMPRESS_ERRORS += (cast("type[BaseException]", _IsalError),)
 except ImportError:  # pragma: no cover - isal is optional
     pass
 
@@ -168,10 +169,6 @@ def read_text(path: str) -> str:
     with open_source(path) as fh:
         data = b"".join(iter_chunks(fh, name=path))
     return data.decode("utf-8", "replace")
-
-
-def bytes_source(data: bytes) -> BinaryIO:
-    return io.BytesIO(data)
 
 
 class Prefetch(io.RawIOBase):

@@ -10,9 +10,9 @@ load line before a failure anchor is kept. Nothing else of the log is decoded.
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from triage.core import vocabulary as anchors
 from triage.core.load_summary import LoadSummary
@@ -39,6 +39,7 @@ class ScanResult:
     load: LoadSummary = field(default_factory=LoadSummary)
     load_before_failure: LoadSummary | None = None
     engine_used: str = "re"
+    scanner_note: str | None = None  # Prefilter.note
     keyword_lines: set[int] = field(default_factory=set)  # lines holding a catalogue keyword
     failure_anchors: list[int] = field(default_factory=list)  # first failure-looking line per chunk
     last_serving: int = 0  # the last load line or HTTP 2xx access line: the server was still serving
@@ -46,15 +47,6 @@ class ScanResult:
     repeats: dict[bytes, tuple[int, int]] = field(default_factory=dict)
     window_keys: dict[int, bytes] = field(default_factory=dict)  # header line of a kept window -> its key
     capped: bool = False  # more distinct lines than the report could use: the rest were counted, not kept
-
-
-_SAID: set[str] = set()
-
-
-def _say_once(msg: str) -> None:
-    if msg not in _SAID:
-        _SAID.add(msg)
-        print(f"triage: {msg}", file=sys.stderr)
 
 
 class Prefilter:
@@ -70,10 +62,11 @@ class Prefilter:
         flagged_set = set(flagged)
         self.flagged = [w in flagged_set for w in self.words]
         self.engine = "re"
+        self.note: str | None = None  # why the portable engine is used although Hyperscan was asked for
         self._hs = None
         if prefer_hyperscan:
             try:
-                import hyperscan  # type: ignore[import-not-found]
+                import hyperscan
 
                 db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
                 exprs = [re.escape(w).encode() for w in self.words]
@@ -82,9 +75,9 @@ class Prefilter:
                 self._hs = db
                 self.engine = "hyperscan"
             except ImportError:
-                _say_once("Hyperscan is not installed; using the portable scanner (about 5x slower on big logs)")
-            except Exception as e:  # a pattern Hyperscan rejects: fall back, say so once
-                _say_once(f"Hyperscan could not compile the keywords ({e}); using the portable scanner")
+                self.note = "Hyperscan is not installed; using the portable scanner (about 5x slower on big logs)"
+            except Exception as e:  # a pattern Hyperscan rejects: fall back and say so
+                self.note = f"Hyperscan could not compile the keywords ({e}); using the portable scanner"
         self._bwords = [w.encode() for w in self.words]
         self._wid = {w: i for i, w in enumerate(self._bwords)}
         self._gate_rx: re.Pattern[bytes] | None = None
@@ -122,7 +115,8 @@ class Prefilter:
                 out.append((to, wid))
 
             with memoryview(chunk) as mv:
-                self._hs.scan(mv[:n], match_event_handler=on_match)
+                # the binding scans any buffer (no copy of the chunk); its stub says str or bytes
+                self._hs.scan(mv[:n], match_event_handler=on_match)  # type: ignore[type-var]
             return out
         if self._gate_rx is None:
             self._gate_rx = self._gates(bytes(chunk[: min(n, 64 * 1024)]))
@@ -177,7 +171,7 @@ def trie_regex(words: list[bytes]) -> bytes:
     return build(trie)
 
 
-def _decode(b: bytes) -> str:
+def _decode(b: bytes | bytearray) -> str:
     # a kept line is cut at LINE_CAP (the reader already cut anything over MAX_LINE), so one
     # huge line costs neither regex time nor report size
     return b[:LINE_CAP].decode("utf-8", "replace")
@@ -352,7 +346,7 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
     """One pass over `chunks` (bytes, or (buffer, n) spans from read.iter_spans).
     `overflow` (data after a byte range) only completes windows that the range's last lines
     opened; it is not scanned itself."""
-    res = ScanResult(engine_used=prefilter.engine)
+    res = ScanResult(engine_used=prefilter.engine, scanner_note=prefilter.note)
     keeper = _Keeper(res)
     window_words = [(w.encode(), n) for w, n in anchors.WINDOW.items()]
     line_no = 1  # number of the first line of the current chunk
@@ -479,26 +473,38 @@ def _walk(w: _Window, buf: bytes | bytearray, p: int, n: int, no: int) -> tuple[
 # -- several cores on one file ---------------------------------------------------------------
 
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
-_WORKER_PREFILTER: Prefilter | None = None  # inherited by forked workers
-_WORKER_PROGRESS = None  # a shared counter of bytes scanned, for the progress line
+# Set in each scan worker by _init_worker (the parent never sets it): the prefilter (a
+# Hyperscan database cannot be pickled, so it is inherited through fork) and the shared
+# counter of bytes scanned for the progress line, or None.
+_worker: tuple[Prefilter, Any] | None = None
 
 
-def _scan_range(args: tuple[str, int, int]) -> ScanResult:
+def _init_worker(prefilter: Prefilter, counter: Any) -> None:
+    global _worker
+    _worker = (prefilter, counter)
+
+
+def _scan_range_in_worker(args: tuple[str, int, int]) -> ScanResult:
+    assert _worker is not None
+    return scan_range(*args, *_worker)
+
+
+def scan_range(path: str, start: int, end: int, prefilter: Prefilter, counter: Any = None) -> ScanResult:
+    """The scan of bytes [start, end) of a file, cut at line starts (split_points); windows
+    opened near the end are completed from the bytes after it."""
     from triage.pipeline.read import iter_chunks, iter_spans
 
-    path, start, end = args
-    assert _WORKER_PREFILTER is not None
     def counted(spans: Iterator[tuple[bytearray, int]]) -> Iterator[tuple[bytearray, int]]:
         for span in spans:
-            if _WORKER_PROGRESS is not None:
-                with _WORKER_PROGRESS.get_lock():
-                    _WORKER_PROGRESS.value += span[1]
+            if counter is not None:
+                with counter.get_lock():
+                    counter.value += span[1]
             yield span
 
     with open(path, "rb") as fh:
         fh.seek(start)
         chunks = counted(iter_spans(fh, name=path, limit=end - start))
-        res = scan(chunks, _WORKER_PREFILTER, overflow=iter_chunks(fh, name=path, limit=4 * 1024 * 1024))
+        res = scan(chunks, prefilter, overflow=iter_chunks(fh, name=path, limit=4 * 1024 * 1024))
     return res
 
 
@@ -557,7 +563,7 @@ def _add(a: LoadSummary, b: LoadSummary) -> LoadSummary:
 
 def merge(parts: list[ScanResult]) -> ScanResult:
     """Results of consecutive byte ranges -> the result of one pass over the whole."""
-    out = ScanResult(engine_used=parts[0].engine_used)
+    out = ScanResult(engine_used=parts[0].engine_used, scanner_note=parts[0].scanner_note)
     offset = 0
     for res in parts:
         _shift(res, offset)
@@ -582,9 +588,9 @@ def merge(parts: list[ScanResult]) -> ScanResult:
         out.capped = out.capped or res.capped
         for k, h in res.window_keys.items():
             out.window_keys.setdefault(k, h)
-        for k, (c, last) in res.repeats.items():
-            have = out.repeats.get(k, (0, last))
-            out.repeats[k] = (have[0] + c, max(have[1], last))
+        for rk, (c, last) in res.repeats.items():
+            have = out.repeats.get(rk, (0, last))
+            out.repeats[rk] = (have[0] + c, max(have[1], last))
         offset += res.total_lines
     out.total_lines = offset
     return out
@@ -604,26 +610,22 @@ def scan_file(path: str, prefilter: Prefilter, workers: int) -> ScanResult | Non
     cuts = split_points(path, size, workers)
     if len(cuts) < 3:
         return None
-    global _WORKER_PREFILTER
-    _WORKER_PREFILTER = prefilter
     try:
         ctx = mp.get_context("fork")
     except ValueError:
         return None
     from triage.core.progress import Progress
 
-    global _WORKER_PROGRESS
     progress = Progress(size, "scanning")
-    _WORKER_PROGRESS = ctx.Value("q", 0) if progress.enabled else None
+    counter = ctx.Value("q", 0) if progress.enabled else None
     try:
-        with ctx.Pool(len(cuts) - 1) as pool:
-            pending = pool.map_async(_scan_range, [(path, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
+        with ctx.Pool(len(cuts) - 1, initializer=_init_worker, initargs=(prefilter, counter)) as pool:
+            pending = pool.map_async(_scan_range_in_worker, [(path, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
             while not pending.ready():
                 pending.wait(0.2)
-                if _WORKER_PROGRESS is not None:
-                    progress.update(_WORKER_PROGRESS.value)
+                if counter is not None:
+                    progress.update(counter.value)
             parts = pending.get()
     finally:
         progress.close()
-        _WORKER_PROGRESS = None
     return merge(parts)

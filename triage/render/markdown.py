@@ -182,7 +182,7 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters.update(inline=inline, code=_code_inline, codeblock=codeblock, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
-                       change=change, load=load, seconds=seconds, size=size, fixlink=fixlink, properfix=properfix,
+                       change=change, load=load, seconds=seconds, size=size, properfix=properfix,
                        shortpath=shortpath)
     return env
 
@@ -192,8 +192,6 @@ _ENV_ROWS = [("version", "version"), ("model", "model"), ("GPU", "gpu"), ("GPU m
              ("PP size", "pp_size"), ("attention backend", "attention_backend"),
              ("KV-cache dtype", "kv_cache_dtype"), ("quantization", "quantization"),
              ("CUDA graphs", "cuda_graph"), ("prefix cache", "prefix_cache"), ("config printed at line", "config_line")]
-_SHOWN = {"model_path", "model", "model_tag", "tp_size", "tensor_parallel_size", "dp_size", "data_parallel_size",
-          "pp_size", "pipeline_parallel_size", "attention_backend", "kv_cache_dtype", "quantization"}
 
 
 def _headline(r: Report) -> str:

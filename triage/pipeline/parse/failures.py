@@ -39,7 +39,7 @@ def _from_traceback(tb: Traceback, source: str | None) -> Failure:
         final = tb.chain[-2]
     chain = [ExceptionInfo(exception=e.type, message=e.message) for e in tb.chain]
     cause: ExceptionInfo | None = None
-    wrapped = unwrap(final.type, final.message)
+    wrapped = unwrap(final.message)
     if wrapped is not None:
         inner_type = wrapped[0]
         if not inner_type and len(tb.chain) > 1 and tb.chain[0].message.startswith(wrapped[1][:40]):
@@ -73,19 +73,19 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
     for tb in tracebacks:
         if tb.final.type == TRUNCATED and any(abs(c - tb.line) < 2000 for c in complete):
             continue  # another rank's copy of a traceback that is complete elsewhere
-        f = _from_traceback(tb, source)
-        have = by_fp.get(f.fingerprint)
+        tbf = _from_traceback(tb, source)
+        have = by_fp.get(tbf.fingerprint)
         if have is None:
             # the same crash printed by another rank whose interleaved lines were demultiplexed
             # imperfectly: same exception and message, close in the log
-            key = (f.exception, mask(f.message))
-            have = next((g for g in by_fp.values() if (g.exception, mask(g.message)) == key
-                         and abs(g.line - f.line) < 2000), None)
+            same = (tbf.exception, mask(tbf.message))
+            have = next((g for g in by_fp.values() if (g.exception, mask(g.message)) == same
+                         and abs(g.line - tbf.line) < 2000), None)
         if have is None:
-            by_fp[f.fingerprint] = f
-            have = f
+            by_fp[tbf.fingerprint] = tbf
+            have = tbf
         else:
-            have.end_line = max(have.end_line or 0, f.end_line or 0)
+            have.end_line = max(have.end_line or 0, tbf.end_line or 0)
             have.count += 1
         _add_rank(have, tb.rank)
     failures = list(by_fp.values())

@@ -50,7 +50,6 @@ BENIGN = re.compile(
 EXC_NAME = r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Exception|KeyboardInterrupt)"
 # Levels at which a line reports a failure (glog's E/F, vLLM's ERROR, Rust tracing's ERROR ...)
 ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F"})
-QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "TRACE", "I", "W"})
 
 LEADING_EXC = re.compile(r"^\s*(?P<type>" + EXC_NAME + r")[:(]")
 
