@@ -18,7 +18,9 @@ import yaml
 
 from triage.catalogue.models import ENGINES
 from triage.core.fingerprint import top_frames
+from triage.core.lazyre import lazy_regex
 from triage.core.models import Failure, Report
+from triage.core.terminal import one_line
 
 EXCERPT_CAP = 30
 MESSAGE_CAP = 240  # characters of the message the pattern describes; the rest varies or adds nothing
@@ -41,7 +43,7 @@ _VARIABLES: list[tuple[str, str]] = [
     ("rank", r"\b(?:TP|DP|PP|EP|rank|Rank|RANK|GPU|gpu|cuda:|device |local_rank=|rank=|worker_)\s?\d+\b"),
     ("number", r"(?<![A-Za-z_\d])\d+(?:\.\d+)*(?:[eE][+-]?\d+)?"),
 ]
-_VAR_RX = regex.compile("|".join(f"(?P<{name}>{rx})" for name, rx in _VARIABLES))
+_VAR_RX = lazy_regex("|".join(f"(?P<{name}>{rx})" for name, rx in _VARIABLES))
 _CLASSES = {
     "uuid": r"[0-9a-fA-F-]{36}",
     "datetime": r"\d{4}-\d\d-\d\d[ T][\d:.,]+",
@@ -54,8 +56,8 @@ _CLASSES = {
     "tuple": r"\([\d, ]+\)",
 }
 # a quoted name ('PrefillMetadata', 'page_table_1_flattened') is part of the message, not a variable
-_QUOTED_NAME = regex.compile(r"[A-Za-z_][\w.]{0,63}")
-_META = regex.compile(r"([\\.^$*+?{}\[\]|()])")
+_QUOTED_NAME = lazy_regex(r"[A-Za-z_][\w.]{0,63}")
+_META = lazy_regex(r"([\\.^$*+?{}\[\]|()])")
 
 # Words that say nothing about which failure this is: a keyword made of them alone would fire
 # on unrelated lines.
@@ -303,7 +305,7 @@ def skeleton(report: Report, failure_index: int, log_text_excerpt: str | None = 
     near = _near_miss(exc_line, keyword, compiled)
 
     out = [
-        f"# Skeleton written by `triage new` from {report.source}, failure at line {fail.line}",
+        f"# Skeleton written by `triage new` from {one_line(report.source)}, failure at line {fail.line}",
         f"# (fingerprint {fail.fingerprint}). Fill in every TODO: `triage catalogue check` rejects",
         "# the entry until they are gone. In a private catalogue, prefix the id (acme-...).",
         f"id: {sid}",

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 import regex
 
 from triage.core.fingerprint import mask
+from triage.core.lazyre import lazy_regex
 from triage.core.vocabulary import CONTENT_PREFIXES
 from triage.pipeline.parse.lines import parse_line
 from triage.pipeline.read import CHUNK_SIZE, iter_chunks, open_source
@@ -27,12 +28,12 @@ WORDS = ("Warning", "WARN", "Error", "ERROR", "error", "failed", "Failed", "FAIL
          "not supported", "unsupported", "not found", "deprecat", "Deprecat", "fatal", "Fatal", "FATAL", "CRITICAL")
 _WORD_BYTES = tuple(w.encode() for w in WORDS)
 # glog warning/error/fatal lines have a one-letter level (W0110 21:30:54.920681 ...)
-_GLOG_BYTES = regex.compile(rb"(?:^|\n)[WEF]\d{4} \d\d:")
-_WORD_RX = regex.compile("|".join(regex.escape(w) for w in WORDS))
+_GLOG_BYTES = lazy_regex(rb"(?:^|\n)[WEF]\d{4} \d\d:")
+_WORD_RX = lazy_regex("|".join(regex.escape(w) for w in WORDS))
 _KEEP_LEVELS = {"WARNING": "WARNING", "WARN": "WARNING", "W": "WARNING", "ERROR": "ERROR", "E": "ERROR",
                 "CRITICAL": "CRITICAL", "F": "FATAL"}
 _QUIET_LEVELS = {"INFO", "DEBUG", "TRACE", "I"}
-_FRAME = regex.compile(r'^\s*File "')
+_FRAME = lazy_regex(r'^\s*File "')
 
 
 def template(no: int, text: str) -> str | None:

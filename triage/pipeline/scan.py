@@ -10,6 +10,7 @@ load line before a failure anchor is kept. Nothing else of the log is decoded.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ _PREFILL = re.compile(rb"#new-token: (\d+), #cached-token: (\d+)")
 _VLLM_HIT = re.compile(rb"Prefix cache hit rate: ([\d.]+)%")
 _LOAD_WORDS = [w.encode() for w in anchors.LOAD]
 GATE_LEN, GATE_MIN = 14, 6
+SAMPLE_BYTES, SAMPLE_SLICES = 64 * 1024, 32  # what the gates are chosen on
 # HTTP access lines of uvicorn / the engines' own loggers for an answered request
 SERVING_WORD = b'" 200 '  # the end of `"POST /v1/... HTTP/1.1" 200 OK`, whatever the HTTP version
 SERVING_TAIL = 256 * 1024  # only the end of each chunk is searched: a serving log repeats it often
@@ -85,25 +87,51 @@ class Prefilter:
         self._flag_rx: re.Pattern[bytes] | None = None
 
     def _gates(self, sample: bytes) -> re.Pattern[bytes]:
-        """The portable engine's prefilter: for each word, its rarest substring in a sample of
-        this very log, as one trie regex. Python's regex engine pays per byte for every branch
-        it enters, so rare gates run several times faster than the words themselves; a line
-        that holds a gate is then checked for the real words with plain substring tests."""
-        first = {b: sample.count(bytes([b])) for b in set(sample)}
+        """The portable engine's prefilter: for each word a substring ("gate") of it that is
+        rare in a sample of this very log, as one trie regex; a line that holds a gate is then
+        checked for the real words. Python's regex engine tries a match at every byte that can
+        open a gate, so the gates are chosen to open with as few, and as rare, bytes as possible
+        (a weighted set cover over first bytes): that count, not the gates' length, sets its speed."""
+        freq = Counter(sample)
         memo: dict[bytes, int] = {}
 
-        def rarity(g: bytes) -> tuple[int, int]:
+        def count(g: bytes) -> int:
             if g not in memo:
                 memo[g] = sample.count(g)
-            return memo[g], first.get(g[0], 0)
+            return memo[g]
 
-        gates = set()
+        # each word's candidates: its substrings seen least often in the sample
+        cands: list[list[bytes]] = []
         for b in self._bwords:
             if len(b) <= GATE_MIN:
-                gates.add(b)
+                cands.append([b])
                 continue
-            gates.add(min((b[i : i + GATE_LEN] for i in range(len(b) - GATE_MIN + 1)), key=rarity))
+            subs = [b[i : i + GATE_LEN] for i in range(len(b) - GATE_MIN + 1)]
+            least = min(map(count, subs))
+            cands.append([g for g in subs if count(g) == least])
+        opens = [{g[0] for g in c} for c in cands]
+        chosen: set[int] = set()
+        left = set(range(len(cands)))
+        while left:  # greedy: the cheapest byte per word it lets open a gate
+            covers = Counter(c for i in left for c in opens[i])
+            best = min(covers, key=lambda c: ((freq[c] + 1) / covers[c], c))
+            chosen.add(best)
+            left = {i for i in left if best not in opens[i]}
+        for c in sorted(chosen, key=lambda c: (-freq[c], c)):  # drop what the others cover
+            if all(o & (chosen - {c}) for o in opens):
+                chosen.discard(c)
+        gates = {min((g for g in c if g[0] in chosen), key=lambda g: (freq[g[0]], g)) for c in cands}
         return re.compile(trie_regex(sorted(gates)))
+
+    @staticmethod
+    def _sample(chunk: bytes | bytearray, n: int) -> bytes:
+        """Slices from across the chunk: its first bytes are the server's start-up, whose byte
+        frequencies are not those of the traffic that fills the rest of the log."""
+        if n <= SAMPLE_BYTES:
+            return bytes(chunk[:n])
+        step = n // SAMPLE_SLICES
+        size = SAMPLE_BYTES // SAMPLE_SLICES
+        return b"".join(chunk[i * step : i * step + size] for i in range(SAMPLE_SLICES))
 
     def hits(self, chunk: bytes | bytearray, n: int | None = None) -> list[tuple[int, int]]:
         """(end offset, word index) of every keyword occurrence in chunk[:n], overlaps included."""
@@ -119,7 +147,7 @@ class Prefilter:
                 self._hs.scan(mv[:n], match_event_handler=on_match)  # type: ignore[type-var]
             return out
         if self._gate_rx is None:
-            self._gate_rx = self._gates(bytes(chunk[: min(n, 64 * 1024)]))
+            self._gate_rx = self._gates(self._sample(chunk, n))
         res: list[tuple[int, int]] = []
         pos = 0
         while pos < n:
@@ -203,7 +231,8 @@ def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line:
 
 def _peak(summary: LoadSummary, buf: bytes | bytearray, n: int, rx: re.Pattern[bytes], fmt: bytes,
           first_line: int) -> None:
-    vals = rx.findall(buf, 0, n)
+    # the same few values recur on a million lines: only the distinct ones are parsed
+    vals = set(rx.findall(buf, 0, n))
     best = max(map(int, vals)) if vals else 0
     if best > summary.peak_running:
         summary.peak_running = best

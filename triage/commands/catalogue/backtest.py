@@ -11,7 +11,6 @@ entry gains and breaks before it is merged.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Iterable
@@ -24,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from triage.catalogue.load import Catalogue
 from triage.core.errors import TriageError
+from triage.core.lazyre import lazy
 
 METRICS = ("detected", "exception", "recognised", "right1", "fix1", "fixany", "clean")
 METRIC_TITLES = {
@@ -175,7 +175,7 @@ def load_cases(corpus: str | Path, split: str = "all") -> list[Case]:
 
 # ---- running -----------------------------------------------------------------------------------
 
-_FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_-]*")
+_FLAG = lazy(r"--[A-Za-z0-9][A-Za-z0-9_-]*")
 # Set in each pool worker by _init_worker (the parent never sets it).
 _worker_catalogue: Catalogue | None = None
 

@@ -17,11 +17,12 @@ import regex
 from triage.catalogue.flags import flag_index, flag_name
 from triage.catalogue.load import Catalogue, Signature, builtin_dirs, line_with, load_catalogue, load_roots
 from triage.core.errors import CatalogueError
+from triage.core.lazyre import lazy_regex
 
 # Nested quantifiers such as (a+)+ or (\w*)* and adjacent unbounded wildcards: the shapes
 # that make backtracking engines explode.
-_NESTED = regex.compile(r"\((?:[^()\\]|\\.)*[+*}]\)[+*{]")
-_DOUBLE_WILD = regex.compile(r"\.[*+]\??\s*\.[*+]")
+_NESTED = lazy_regex(r"\((?:[^()\\]|\\.)*[+*}]\)[+*{]")
+_DOUBLE_WILD = lazy_regex(r"\.[*+]\??\s*\.[*+]")
 ADVERSARIAL_TIMEOUT = 0.25
 
 
