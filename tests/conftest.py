@@ -1,14 +1,57 @@
 from __future__ import annotations
 
+import io
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[1]
+TRACEBACK = "Traceback (most recent call last)"
+
+
+WORKERS = 2  # the suite's target machine has two cores
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """The whole suite (`python -m pytest` with no paths) runs on two workers when pytest-xdist
+    is installed (the `test` extra has it): about half the wall time on two cores. Without
+    xdist, with -n given, with paths given (one file while developing: starting workers costs
+    more than it saves) or inside a worker, this does nothing and the run is serial."""
+    if (not config.pluginmanager.hasplugin("xdist") or getattr(config.option, "numprocesses", 0) is not None
+            or hasattr(config, "workerinput") or config.args_source != pytest.Config.ArgsSource.TESTPATHS
+            or (os.cpu_count() or 1) < WORKERS or config.option.collectonly):
+        return
+    config.option.numprocesses = WORKERS
+    config.option.dist = "loadfile"  # a file's module fixtures (a 100 MB log, reports) are made once
+
+
+_SAVED_CACHE_HOME: list[str | None] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The catalogue cache of this run (and of the subprocesses it starts) lives in a temporary
+    directory, set before any test module loads a catalogue: the tests never write into the
+    user's ~/.cache, and a stale cache there cannot hide a change to the catalogue."""
+    _SAVED_CACHE_HOME.append(os.environ.get("XDG_CACHE_HOME"))
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="triage-tests-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not _SAVED_CACHE_HOME:
+        return
+    shutil.rmtree(os.environ.pop("XDG_CACHE_HOME", ""), ignore_errors=True)
+    before = _SAVED_CACHE_HOME.pop()
+    if before is not None:
+        os.environ["XDG_CACHE_HOME"] = before
 
 
 @pytest.fixture(scope="session")
@@ -18,9 +61,49 @@ def catalogue():
     return load_catalogue()
 
 
-def run_cli(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, stdin: bytes | None = None, cwd: Path | str | None = None,
+            env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess:
+    """`triage ARGS` run in this process, as the console entry point runs it (same error handling
+    and exit codes), with bytes in and out like `subprocess.run(..., capture_output=True)`.
+
+    A subprocess costs ~1.4 s (interpreter, imports, catalogue); this costs the command's own
+    work. `env` is set on top of this process's environment for the call (None unsets a name).
+    Tests of the installed entry point, signals and child processes use `run_process`."""
+    from triage.cli import run_main
+
+    out, err = io.BytesIO(), io.BytesIO()
+    # what a pipe gives a real process: UTF-8, strict on stdout, backslashreplace on stderr
+    streams = (io.TextIOWrapper(io.BufferedReader(io.BytesIO(stdin or b"")), encoding="utf-8"),
+               io.TextIOWrapper(out, encoding="utf-8", write_through=True),
+               io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", write_through=True))
+    saved_streams, saved_cwd, saved_env = (sys.stdin, sys.stdout, sys.stderr), os.getcwd(), dict(os.environ)
+    try:
+        sys.stdin, sys.stdout, sys.stderr = streams
+        if cwd is not None:
+            os.chdir(cwd)
+        for name, value in (env or {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        code = run_main(list(args), prog_name="triage")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        stdout, stderr = out.getvalue(), err.getvalue()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["triage", *args], code, stdout, stderr)
+
+
+def run_process(*args: str, stdin: bytes | None = None, cwd: Path | str | None = None,
+                timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python -m triage ARGS` in a new process: only for what needs one (the module entry
+    point, signals, a fresh interpreter's memory or start-up)."""
     return subprocess.run([sys.executable, "-m", "triage", *args], input=stdin, capture_output=True,
-                          cwd=cwd, timeout=120)
+                          cwd=cwd, timeout=timeout)
 
 
 def analyze_json(path: Path | str, *extra: str) -> tuple[int, dict]:

@@ -21,7 +21,8 @@ after the scenario are taken as the server's own and printed in its ServerArgs l
   nsa            ready, then dies under load of sglang-nsa-page-table-1-flattened unless
                  --disable-radix-cache is given; with it, serves and exits 0
   compile        dies capturing CUDA graphs of sglang-torch-compile-stream-capturing while
-                 --enable-torch-compile is given; without it, ready, serves, exits 0
+                 --enable-torch-compile is given; without it, ready, then serves until stopped
+                 (a server left running at ready must still be running when triage sees ready)
   detok          ready, then the detokenizer dies (sglang-detokenizer-decode-status-evicted)
                  unless SGLANG_DETOKENIZER_MAX_STATES is set; with it, serves and exits 0
   unknown        dies while loading of an exception no signature describes
@@ -35,6 +36,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 
 TS = "2025-06-24 22:26:47"
 TP = 2
@@ -199,7 +201,45 @@ def retry_scenario(name: str, log: Log, flags: list[str]) -> int:
         log.write(DETOK_CRASH)
         return 1
     log.write(SERVE[-1:])
+    if name == "compile":
+        time.sleep(60)  # the test stops it; exiting at once would race the watcher's look at ready
     return 0
+
+
+@dataclass
+class Pause:
+    seconds: float
+
+
+class Rotate:
+    """Move the log to PATH.1 and go on in a new PATH."""
+
+
+Step = list[str] | Pause | Rotate
+EXIT_STATUS = {"capture-crash": 1, "crash-exit": 7, "load-crash": 1}
+
+
+def script(scenario: str, flags: list[str] | tuple[str, ...] = ()) -> list[Step]:
+    """What a scenario writes, in order, with its pauses: played by this process in real time
+    (`main`), or by a test on a clock of its own (tests/test_watch.py). `sigint` and the retry
+    scenarios are not scripts: they depend on a signal or on their launch."""
+    steps: list[Step] = []
+    if scenario == "late":
+        steps.append(Pause(1.0))
+    steps.append([server_args(list(flags)), *HEAD, *LOAD[:3]])
+    if scenario == "rotate":
+        # in real time, a watcher started after this server (and importing for a while on a busy
+        # machine) should see the first file before it moves; on a test's clock it always does
+        steps += [Pause(2.0), Rotate()]
+    steps.append(LOAD[3:] + KV + CAPTURE)
+    if scenario == "hang":
+        return [*steps, Pause(60.0)]
+    if scenario in ("capture-crash", "crash-exit"):
+        return [*steps, CAPTURE_CRASH]
+    steps.append(CAPTURE_END + SERVE)
+    if scenario == "load-crash":
+        steps += [Pause(0.5), SERVE + LOAD_CRASH]
+    return steps
 
 
 class Log:
@@ -219,6 +259,15 @@ class Log:
         os.rename(self.path, self.path + ".1")
         self.fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
 
+    def play(self, steps: list[Step]) -> None:
+        for step in steps:
+            if isinstance(step, Pause):
+                time.sleep(step.seconds)
+            elif isinstance(step, Rotate):
+                self.rotate()
+            else:
+                self.write(step)
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -230,37 +279,22 @@ def main() -> int:
         log = Log(a.log, a.delay)
         log.write([server_args(flags)])
         return retry_scenario(a.scenario, log, flags)
-    if a.scenario == "late":
-        time.sleep(1.0)
     if a.scenario == "sigint":
         def on_sigint(_sig: int, _frame: object) -> None:
             log.write([f"[{TS}] Received SIGINT, shutting down gracefully."])
             sys.exit(42)
         signal.signal(signal.SIGINT, on_sigint)
-    log = Log(a.log, a.delay)
-    log.write([server_args(flags), *HEAD, *LOAD[:3]])
-    if a.scenario == "rotate":
-        # let the watcher (started after this server, and importing for ~0.5 s, longer on a busy
-        # machine) read the first file before it moves
-        time.sleep(2.0)
-        log.rotate()
-    log.write(LOAD[3:] + KV + CAPTURE)
-    if a.scenario == "hang":
-        time.sleep(60)
-        return 0
-    if a.scenario in ("capture-crash", "crash-exit"):
-        log.write(CAPTURE_CRASH)
-        return 7 if a.scenario == "crash-exit" else 1
-    log.write(CAPTURE_END + SERVE)
-    if a.scenario == "load-crash":
-        time.sleep(0.5)
-        log.write(SERVE + LOAD_CRASH)
-        return 1
-    if a.scenario == "sigint":
+        log = Log(a.log, a.delay)
+        log.play(script("ready", flags))
         while True:
             log.write(SERVE[:1])
             time.sleep(0.2)
-    return 0
+    steps = script(a.scenario, flags)
+    if steps and isinstance(steps[0], Pause):  # "late": the file itself appears only after the pause
+        time.sleep(steps.pop(0).seconds)
+    log = Log(a.log, a.delay)
+    log.play(steps)
+    return EXIT_STATUS.get(a.scenario, 0)
 
 
 if __name__ == "__main__":

@@ -48,12 +48,57 @@ def test_builtin_catalogue_is_clean_and_big_enough():
     assert engines.count("any") >= 15
 
 
-def test_every_signature_has_reference_examples_and_workaround(catalogue):
-    for s in catalogue.signatures.values():
-        assert s.spec.references and s.spec.examples.match and s.spec.examples.no_match, s.spec.id
-        for wid in s.spec.workarounds:
-            w = catalogue.workarounds[wid]
-            assert w.cost and (w.flags.add or w.flags.remove or w.env or w.action)
+# What every entry must carry. The old test asserted these on the loaded catalogue, which the
+# schema had already enforced while loading it, so it could not fail; these remove each one from
+# a valid entry and expect the loader to refuse it.
+WK_GOOD = ("id: user-shrink-batch\nengine: sglang\ntitle: Shrink the batch\nauto: false\n"
+           "flags: {add: [--max-running-requests=64]}\ncost: Lower throughput at peak load.\n")
+
+
+@pytest.mark.parametrize("mutate,field", [
+    (lambda t: t.replace("references: [https://github.com/sgl-project/sglang/issues/1]\n", ""), "references"),
+    (lambda t: t.replace("references: [https://github.com/sgl-project/sglang/issues/1]", "references: []"),
+     "references"),
+    (lambda t: t.replace('    - "RuntimeError: frobnicator overflow at stage 3"', "    []").replace("match:\n    []",
+                                                                                                "match: []"), "match"),
+    (lambda t: t.replace('  no_match:\n    - "RuntimeError: frobnicator underflow at stage 3"\n', ""), "no_match"),
+    (lambda t: t.replace("workarounds: [sglang-lower-max-running-requests]", "workarounds: []"), "workarounds"),
+], ids=["no-references", "empty-references", "empty-match", "no-no_match", "no-workaround"])
+def test_signature_without_references_examples_or_workaround_is_refused(tmp_path, mutate, field):
+    text = mutate(GOOD)
+    assert text != GOOD
+    root = write(tmp_path, "bad.yaml", text)
+    with pytest.raises(CatalogueError, match=rf"bad\.yaml:\d+: .*{field}"):
+        load_signature(root / "signatures" / "bad.yaml")
+
+
+@pytest.mark.parametrize("mutate,says", [
+    (lambda t: t.replace("cost: Lower throughput at peak load.\n", ""), "cost"),
+    (lambda t: t.replace("cost: Lower throughput at peak load.", "cost: some"), "cost"),
+    (lambda t: t.replace("flags: {add: [--max-running-requests=64]}\n", ""), "flags, env or an action"),
+], ids=["no-cost", "short-cost", "no-change"])
+def test_workaround_without_cost_or_change_is_refused(tmp_path, mutate, says):
+    from triage.catalogue.load import load_workaround
+
+    load_workaround(_write_wk(tmp_path, "good.yaml", WK_GOOD))  # the unmutated entry loads
+    text = mutate(WK_GOOD)
+    assert text != WK_GOOD
+    with pytest.raises(CatalogueError, match=rf"bad\.yaml:\d+: .*{says}"):
+        load_workaround(_write_wk(tmp_path, "bad.yaml", text))
+
+
+def _write_wk(tmp_path, name, text):  # noqa: ANN001, ANN202
+    d = tmp_path / "cat" / "workarounds"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_text(text)
+    return d / name
+
+
+def test_every_builtin_workaround_is_offered_by_a_signature(catalogue):
+    """A workaround no signature lists is never shown to anyone: dead catalogue text (often a
+    signature's list that lost it in an edit)."""
+    offered = {wid for s in catalogue.signatures.values() for wid in s.spec.workarounds}
+    assert not sorted(set(catalogue.workarounds) - offered)
 
 
 def test_user_catalogue_round_trip(tmp_path):
@@ -148,8 +193,10 @@ def test_yaml_aliases_are_refused(tmp_path):
 
 
 def test_catalogue_check_cli_exit_codes(tmp_path):
-    p = run_cli("catalogue", "check", "-q")
+    # a small catalogue: the built-in one is checked (once, it takes seconds) by the library test above
+    p = run_cli("catalogue", "check", "-q", str(write(tmp_path / "good", "frob.yaml", GOOD)))
     assert p.returncode == 0, p.stdout.decode()[-2000:]
+    assert b"1 signatures" in p.stdout and b"0 problems" in p.stdout
     root = write(tmp_path, "bad.yaml", GOOD.replace("severity: crash", "severity: fatal"))
     p = run_cli("catalogue", "check", str(root))
     assert p.returncode == 1 and b"FAIL" in p.stdout

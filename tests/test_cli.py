@@ -4,7 +4,8 @@ import gzip
 import json
 import shutil
 
-from conftest import FIXTURES, analyze_json, run_cli
+import pytest
+from conftest import FIXTURES, analyze_json, run_cli, run_process
 
 CONTRACT_FAILURE = {"exception", "message", "line", "ranks", "fingerprint"}
 CONTRACT_FINDING = {"signature", "title", "confidence", "severity", "workarounds", "evidence"}
@@ -122,3 +123,15 @@ def test_vllm_kv_cache_log_reports_version_and_patched_command():
     assert d["findings"][0]["signature"] == "vllm-max-seq-len-exceeds-kv-cache"
     assert d["patched_command"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct")
     assert "--max-model-len" in d["patched_command"]
+
+
+@pytest.mark.parametrize("args", [
+    ("analyze", str(FIXTURES / "sglang-nsa-tp8.log")),  # a report, exit 1
+    ("analyze", "--format", "xml", str(FIXTURES / "sglang-clean.log")),  # a usage error, exit 2
+], ids=["report", "usage-error"])
+def test_in_process_runner_is_the_real_command(args):
+    """The suite runs the CLI in process (conftest.run_cli); `python -m triage` must give the
+    same bytes and exit code, or every in-process test proves less than it claims."""
+    real, here = run_process(*args), run_cli(*args)
+    assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr)
+    assert real.returncode in (1, 2) and (real.stdout if real.returncode == 1 else real.stderr)

@@ -29,7 +29,7 @@ CAT = load_catalogue()
 OPTS = Options(prefer_hyperscan=False, workers=1)
 PROFILE = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-BOUND = 5.0  # seconds for one example; the real cost is milliseconds
+BOUND = 5.0  # CPU seconds for one example (wall time would fail on a loaded machine); the real cost is milliseconds
 
 
 def _fences_close(md: str) -> None:
@@ -57,7 +57,7 @@ def _check(report, started: float) -> None:  # noqa: ANN001
         assert md.startswith("# Triage: ")
         _fences_close(md)
         assert "\x1b" not in md and "\x00" not in md
-    assert time.perf_counter() - started < BOUND
+    assert time.process_time() - started < BOUND
 
 
 def _analyze_bytes(data: bytes, size: int | None = None):  # noqa: ANN202
@@ -69,7 +69,7 @@ def _analyze_bytes(data: bytes, size: int | None = None):  # noqa: ANN202
 @PROFILE
 @given(st.binary(max_size=4096))
 def test_any_bytes(data):
-    t = time.perf_counter()
+    t = time.process_time()
     report = _analyze_bytes(data)
     _check(report, t)
     assert report.lines == data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
@@ -87,7 +87,7 @@ def test_chunk_size_does_not_change_the_result(data, size):
 @PROFILE
 @given(st.text(max_size=2048))
 def test_any_text(text):
-    t = time.perf_counter()
+    t = time.process_time()
     _check(analyze_text(text, CAT, options=OPTS), t)
 
 
@@ -142,7 +142,7 @@ def _logs(draw) -> bytes:  # noqa: ANN001
 @PROFILE
 @given(_logs())
 def test_structured_logs(data):
-    t = time.perf_counter()
+    t = time.process_time()
     report = _analyze_bytes(data)
     _check(report, t)
     lf = _analyze_bytes(data.replace(b"\r\n", b"\n"))
@@ -188,5 +188,5 @@ def test_random_large_input_is_fast(seed):
 
     rng = random.Random(seed)
     data = bytes(rng.getrandbits(8) for _ in range(300_000))
-    t = time.perf_counter()
+    t = time.process_time()
     _check(_analyze_bytes(data), t)

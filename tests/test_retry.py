@@ -1,5 +1,8 @@
 """`triage run --retry` against fake servers (tests/fakeserver.py) that die of real catalogued
-failures unless their launch is changed, and the plan that decides the change."""
+failures unless their launch is changed, and the plan that decides the change.
+
+triage runs in this process (the servers are real processes); the Ctrl-C test starts triage
+as a process of its own, since the signal must reach it."""
 
 from __future__ import annotations
 
@@ -10,10 +13,12 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import fakeserver
 import pytest
+from conftest import run_cli
 
 from triage.catalogue.load import load_catalogue
 from triage.commands.retry.models import Launch
@@ -29,13 +34,22 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups 
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_DETOKENIZER_MAX_STATES"}
-    return {**env, "TRIAGE_NO_CACHE": "1", **extra}
+    return {**env, **extra}
 
 
-def retry(tmp_path: Path, scenario: str, *opts: str, flags: tuple[str, ...] = (), timeout: float = 60) -> subprocess.CompletedProcess:
-    cmd = [*TRIAGE, "run", "--log", str(tmp_path / "s.log"), "--grace", "0.5", "--timeout", "20", *opts, "--",
-           sys.executable, FAKE, scenario, "--delay", "0.002", *flags]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
+@dataclass
+class Text:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def retry(tmp_path: Path, scenario: str, *opts: str, flags: tuple[str, ...] = ()) -> Text:
+    """`triage run --retry` in this process; the servers it starts are real processes."""
+    p = run_cli("run", "--log", str(tmp_path / "s.log"), "--grace", "0.5", "--timeout", "20", *opts, "--",
+                sys.executable, FAKE, scenario, "--delay", "0.002", *flags,
+                env={"SGLANG_DETOKENIZER_MAX_STATES": None})
+    return Text(p.returncode, p.stdout.decode(), p.stderr.decode())
 
 
 def events(stdout: str) -> list[dict]:
@@ -43,19 +57,10 @@ def events(stdout: str) -> list[dict]:
 
 
 def _reap(pid: int | None) -> None:
-    """A server left running at ready (--until ready) is the test's to clean up: wait for the fake
-    to finish, and stop its group if it has not."""
-    if pid is None:
-        return
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    """A server left running at ready (--until ready) is the test's to stop: its whole group."""
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def test_adds_the_flag_and_the_second_attempt_holds(tmp_path):
@@ -172,18 +177,16 @@ def test_dry_run_prints_the_changes_in_order(tmp_path):
     with log.open("w") as fh:
         subprocess.run([sys.executable, FAKE, "capture-crash", "--delay", "0", "--enable-torch-compile"], stdout=fh,
                        timeout=20)
-    p = subprocess.run([*TRIAGE, "run", "--retry", "3", "--dry-run", "--log", str(log)], capture_output=True,
-                       text=True, timeout=60, env=_env())
+    p = run_cli("run", "--retry", "3", "--dry-run", "--log", str(log))
     assert p.returncode == EXIT_OK, p.stderr
-    out = p.stdout
+    out = p.stdout.decode()
     assert "rebuilt from the configuration the log printed" in out
     first, second = out.index("sglang-remove-torch-compile"), out.index("sglang-disable-cuda-graph")
     assert first < second and "instead of sglang-remove-torch-compile" in out
     assert "engine-hint-1" in out.split("## To do by hand")[1]
-    p = subprocess.run([*TRIAGE, "run", "--retry", "1", "--dry-run", "--format", "json", "--log", str(log), "--",
-                        "python", "-m", "sglang.launch_server", "--enable-torch-compile"],
-                       capture_output=True, text=True, timeout=60, env=_env())
-    plan = events(p.stdout)[-1]
+    p = run_cli("run", "--retry", "1", "--dry-run", "--format", "json", "--log", str(log), "--",
+                "python", "-m", "sglang.launch_server", "--enable-torch-compile")
+    plan = events(p.stdout.decode())[-1]
     assert plan["event"] == "plan" and [s["change"]["workaround"] for s in plan["steps"]] == ["sglang-remove-torch-compile"]
     assert plan["steps"][0]["command"] == "python -m sglang.launch_server"
 
@@ -191,9 +194,10 @@ def test_dry_run_prints_the_changes_in_order(tmp_path):
 def test_usage_errors(tmp_path):
     for args, text in ((["--until", "exit"], "--retry"), (["--retry", "1", "--dry-run"], "--log"),
                        (["--retry", "0"], "--retry"), (["--retry", "1", "--until", "never"], "--until")):
-        p = subprocess.run([*TRIAGE, "run", "--log", str(tmp_path / "x.log"), *args, "--", "true"] if "--dry-run" not in args
-                           else [*TRIAGE, "run", *args, "--", "true"], capture_output=True, text=True, timeout=30)
-        assert p.returncode == EXIT_USAGE and text in p.stderr and p.stderr.count("\n") == 1, (args, p.stderr)
+        p = run_cli(*(["run", "--log", str(tmp_path / "x.log"), *args, "--", "true"] if "--dry-run" not in args
+                      else ["run", *args, "--", "true"]))
+        err = p.stderr.decode()
+        assert p.returncode == EXIT_USAGE and text in err and err.count("\n") == 1, (args, err)
 
 
 # The plan alone, on reports of the fake servers' logs: no process is started.

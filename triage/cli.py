@@ -474,7 +474,9 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
     # the first model is built (5-15 ms of a 10 KB log's run, more with many packages);
     # none is meant for triage's own models. Setting the variable, even empty, overrides this.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    from triage.commands.output import current
+    from triage.commands.output import current, use
+
+    use()  # each run starts from the default (redacting) Output; a command sets its own options
 
     exits, aborts, usage = _click_exceptions()
     try:

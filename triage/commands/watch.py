@@ -339,8 +339,12 @@ def check_options(opts: WatchOptions) -> None:
         raise TriageError(f"--grace must not be negative (got {opts.grace})")
 
 
-def watch_file(path: str, opts: WatchOptions) -> int:
-    """Follow `path` until ready (0), failure (1, report printed) or timeout (3)."""
+def watch_file(path: str, opts: WatchOptions, clock: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep) -> int:
+    """Follow `path` until ready (0), failure (1, report printed) or timeout (3).
+
+    `clock` and `sleep` are the loop's only contact with time, so that a caller (the tests) can
+    drive it on a clock of its own: the timeout, grace and heartbeat all follow `clock`."""
     check_options(opts)
     if path == "-":
         raise TriageError("watch follows a file; for a pipe use: triage run -- COMMAND")
@@ -350,7 +354,8 @@ def watch_file(path: str, opts: WatchOptions) -> int:
         raise TriageError(f"{path}: a compressed log is finished, not being written; "
                           f"read it with: triage analyze {path}")
     with open_output(opts.output, path) as stream:
-        return _watch(path, opts, Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream))
+        out = Printer(opts.fmt, clock=clock, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream)
+        return _watch(path, opts, out, clock, sleep)
 
 
 def is_compressed(path: str) -> bool:
@@ -381,8 +386,9 @@ def open_output(output: str | None, *inputs: str) -> Iterator[IO[str] | None]:
         yield fh
 
 
-def _watch(path: str, opts: WatchOptions, out: Printer) -> int:
-    w = Watcher(path, opts.catalogue_dirs, opts.grace)
+def _watch(path: str, opts: WatchOptions, out: Printer, clock: Callable[[], float],
+           sleep: Callable[[float], None]) -> int:
+    w = Watcher(path, opts.catalogue_dirs, opts.grace, clock=clock)
     deadline = w.started + opts.timeout if opts.timeout else None
     if not os.path.exists(path):
         note(f"waiting for {path} to appear")
@@ -406,6 +412,6 @@ def _watch(path: str, opts: WatchOptions, out: Printer) -> int:
                 return EXIT_TIMEOUT
             out.status(w)
             if not n:
-                time.sleep(POLL_INTERVAL)
+                sleep(POLL_INTERVAL)
     finally:
         w.follower.close()
