@@ -16,7 +16,7 @@ from triage.parse.markers import EXC_NAME, find_markers
 from triage.parse.severity import classify
 from triage.parse.timeline import build_timeline, load_figures
 from triage.parse.traceback import parse_tracebacks
-from triage.read import iter_chunks, open_source
+from triage.read import is_regular, iter_chunks, open_source
 from triage.scan import Prefilter, ScanResult, scan
 
 
@@ -55,20 +55,20 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
 
     pf = prefilter_for(cat, opts.prefer_hyperscan)
     with open_source(path) as fh:
+        plain = is_regular(fh)  # a pipe, FIFO, .gz or UTF-16 log is one stream, without a total
         workers = opts.workers or (os.cpu_count() or 1)
-        if path != "-" and workers > 1 and fh.__class__.__name__ == "BufferedReader":
+        if plain and workers > 1:
             res = scan_file(path, pf, workers)
             if res is not None:
                 return res
         from triage.progress import Progress
         from triage.read import file_size
 
-        plain = fh.__class__.__name__ == "BufferedReader"  # a .gz has no meaningful total
         progress = Progress(file_size(path) if plain else None, "scanning")
         from triage.read import Prefetch, iter_spans
 
-        compressed = not isinstance(fh, (io.BufferedReader, io.FileIO))
-        src = Prefetch(fh) if compressed else fh
+        decoded = not isinstance(fh, (io.BufferedReader, io.FileIO))
+        src = Prefetch(fh) if decoded else fh
         return scan(progress.wrap(iter_spans(src, name=path)), pf)
 
 

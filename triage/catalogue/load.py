@@ -8,6 +8,7 @@ them closes the door on exponential "billion laughs" expansion.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import regex
 import yaml
 from pydantic import ValidationError
 
+from triage.catalogue.expansion import PatternTooLarge, check_expansion
 from triage.catalogue.models import SignatureSpec, WorkaroundSpec
 from triage.errors import CatalogueError
 
@@ -109,16 +111,36 @@ def _reject_aliases(node: yaml.Node, path: str) -> None:
             stack.extend(n.value)
 
 
-def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+def read_capped(path: Path) -> bytes:
+    """The bytes of a catalogue file, which must be a regular file of at most MAX_FILE bytes.
+
+    Checked before anything is read, and again on the open descriptor (the name could be
+    swapped in between): a symlink to /dev/zero or a FIFO named `x.yaml` is refused instead
+    of read forever or waited on. The read itself is capped too."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE:
-            raise CatalogueError(f"{path}: {size} bytes, larger than a catalogue entry may be ({MAX_FILE})")
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise CatalogueError(f"{path}: not UTF-8 text") from None
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise CatalogueError(f"{path}:1: not a regular file (a device, FIFO or socket cannot be a catalogue entry)")
+        if st.st_size > MAX_FILE:
+            raise CatalogueError(f"{path}:1: {st.st_size} bytes, larger than a catalogue entry may be ({MAX_FILE})")
+        # O_NONBLOCK: should the name turn into a FIFO after the check, open() does not wait for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CatalogueError(f"{path}:1: not a regular file (a device, FIFO or socket cannot be a catalogue entry)")
+            data = fh.read(MAX_FILE + 1)
     except OSError as e:
         raise CatalogueError(f"{path}: cannot read ({e.strerror or e})") from None
+    if len(data) > MAX_FILE:
+        raise CatalogueError(f"{path}:1: larger than a catalogue entry may be ({MAX_FILE} bytes)")
+    return data
+
+
+def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    try:
+        text = read_capped(path).decode("utf-8")
+    except UnicodeDecodeError:
+        raise CatalogueError(f"{path}: not UTF-8 text") from None
     try:
         loader = _Loader(text)  # a safe loader: plain data only, nothing constructed from tags
         try:
@@ -147,6 +169,7 @@ def _format_validation(path: Path, node: yaml.Node | None, err: ValidationError)
 
 
 def compile_pattern(p: str) -> regex.Pattern[str]:
+    check_expansion(p)  # before regex sees it: compiling unrolls counted repeats
     return regex.compile(p, regex.V0)
 
 
@@ -165,6 +188,9 @@ def load_signature(path: Path) -> Signature:
         except regex.error as e:
             line = _line_of(node, ("patterns", i))
             raise CatalogueError(f"{path}:{line}: field 'patterns.{i}': invalid regex: {e}") from None
+        except PatternTooLarge as e:
+            line = _line_of(node, ("patterns", i))
+            raise CatalogueError(f"{path}:{line}: field 'patterns.{i}': {e}") from None
     return Signature(spec, str(path), compiled)
 
 
@@ -292,10 +318,10 @@ def _load_uncached(extra: list[str] | None, builtin: bool, strict_refs: bool) ->
 def line_with(path: str | Path, needle: str, key: str | None = None) -> int:
     """1-based line of the first line holding `needle` (after `key:` when given), else 1."""
     try:
-        for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        for i, line in enumerate(read_capped(Path(path)).decode("utf-8", "replace").splitlines(), 1):
             if needle in line and (key is None or line.lstrip().startswith(f"{key}:") or line.lstrip().startswith("-")):
                 return i
-    except OSError:
+    except CatalogueError:
         pass
     return 1
 

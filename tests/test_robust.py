@@ -1,0 +1,229 @@
+"""Issue 19, part 1: what a file type, an encoding, a catalogue, a signal or a huge log can do
+to triage. Every case goes through the real command line, with inputs generated small here;
+the behaviour at scale is measured by benchmarks/bench_hostile.py, not by timed tests.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+TRACEBACK = "Traceback (most recent call last)"
+CRASH = (
+    "[2025-01-01 00:00:00 TP0] server_args=ServerArgs(model_path='org/model', tp_size=1)\n"
+    "[2025-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    '  File "/sgl/sglang/srt/managers/scheduler.py", line 10, in run_scheduler_process\n'
+    "    scheduler.event_loop()\n"
+    "ZeroDivisionError: division by zero in the frobnicator\n"
+)
+
+
+def cli(*args: str, timeout: float = 60, stdin: bytes | None = None, ok: tuple[int, ...] = (0, 1, 2),
+        env: dict[str, str] | None = None, limit_as: int | None = None, **kw) -> subprocess.CompletedProcess:  # noqa: ANN003
+    """`python -m triage ...`: never a traceback, never a hang, a documented exit code."""
+    def cap() -> None:
+        if limit_as:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+    p = subprocess.run([sys.executable, "-m", "triage", *args], input=stdin, capture_output=True, timeout=timeout,
+                       env={**os.environ, "TRIAGE_DEBUG": "", **(env or {})}, preexec_fn=cap, **kw)
+    err = p.stderr.decode("utf-8", "replace")
+    assert TRACEBACK not in err and "internal error" not in err, err
+    assert p.returncode in ok, (p.returncode, err)
+    return p
+
+
+def error_line(p: subprocess.CompletedProcess) -> str:
+    assert p.returncode == 2
+    lines = p.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("triage: error: "), lines
+    return lines[0]
+
+
+def first_exception(p: subprocess.CompletedProcess) -> str:
+    return json.loads(p.stdout)["failures"][0]["exception"]
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    f = tmp_path / "server.log"
+    f.write_text(CRASH)
+    return f
+
+
+# -- non-seekable input --------------------------------------------------------------------------
+
+
+def test_process_substitution(log):
+    """`triage analyze <(cat log)`: /dev/fd/N is a pipe, read as a stream."""
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash for <(...)")
+    p = subprocess.run(["bash", "-c", f'"{sys.executable}" -m triage analyze <(cat "{log}") --format json'],
+                       capture_output=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert first_exception(p) == "ZeroDivisionError"
+
+
+def test_dev_stdin_from_a_pipe(log):
+    p = cli("analyze", "/dev/stdin", "--format", "json", stdin=log.read_bytes(), ok=(1,))
+    assert first_exception(p) == "ZeroDivisionError"
+    assert json.loads(p.stdout)["lines"] == 5
+
+
+def test_fifo_with_a_writer(tmp_path):
+    fifo = tmp_path / "server.fifo"
+    os.mkfifo(fifo)
+    data = gzip.compress(CRASH.encode())  # gzip detection must not seek either
+
+    def writer() -> None:
+        with open(fifo, "wb") as fh:
+            fh.write(data)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    p = cli("analyze", str(fifo), "--format", "json", ok=(1,))
+    t.join(10)
+    assert first_exception(p) == "ZeroDivisionError"
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+def test_character_device_is_refused(device):
+    if not os.path.exists(device):
+        pytest.skip(f"no {device}")
+    line = error_line(cli("analyze", device, timeout=30))
+    assert device in line and "device" in line
+
+
+# -- UTF-16 ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-16-crlf", "utf-16-gz"])
+def test_utf16_log_is_decoded(tmp_path, encoding):
+    """PowerShell's `>` writes UTF-16 with a BOM; other tools write it without one."""
+    text = CRASH.replace("\n", "\r\n") if encoding.endswith("crlf") else CRASH
+    data = text.encode(encoding.removesuffix("-crlf").removesuffix("-gz"))
+    if encoding.endswith("-gz"):
+        data = gzip.compress(data)
+    f = tmp_path / "server.log"
+    f.write_bytes(data)
+    for args, stdin in (([str(f)], None), (["-"], data)):
+        p = cli("analyze", *args, "--format", "json", stdin=stdin, ok=(1,))
+        d = json.loads(p.stdout)
+        assert d["failures"][0]["exception"] == "ZeroDivisionError"
+        assert d["failures"][0]["line"] == 2
+        assert "frobnicator" in d["failures"][0]["message"]
+    assert f.read_bytes() == data
+
+
+def test_utf8_with_nul_bytes_is_not_taken_for_utf16():
+    from triage.read import utf16_encoding
+
+    assert utf16_encoding(CRASH.encode()) is None
+    assert utf16_encoding(b"a\x00b" + CRASH.encode()) is None
+    assert utf16_encoding(CRASH.encode("utf-16-le")) == "utf-16-le"
+    assert utf16_encoding(b"\xff\xfe" + CRASH.encode("utf-16-le")) == "utf-16"
+
+
+# -- hostile catalogue files ----------------------------------------------------------------------
+
+SIG = """\
+id: my-frobnicator-exploded
+title: The frobnicator exploded
+engine: any
+layer: test
+severity: crash
+confidence: 0.9
+keywords: ["frobnicator exploded"]
+patterns:
+  - '{pattern}'
+explanation: |
+  The frobnicator exploded while serving; this is a test entry for hostile catalogues.
+workarounds: [my-restart-frobnicator]
+references: ["https://github.com/example/example/issues/1"]
+examples:
+  match: ["RuntimeError: frobnicator exploded at step 3"]
+  no_match: ["frobnicator exploded? no"]
+open_issue: https://github.com/example/example/issues/1
+"""
+WK = """\
+id: my-restart-frobnicator
+engine: any
+title: Restart the frobnicator
+action: restart the frobnicator
+cost: A few seconds of downtime while it restarts.
+auto: false
+"""
+
+
+def make_cat(root: Path) -> tuple[Path, Path]:
+    d = root / "cat"
+    (d / "signatures").mkdir(parents=True)
+    (d / "workarounds").mkdir()
+    (d / "workarounds" / "restart.yaml").write_text(WK)
+    return d, d / "signatures" / "frob.yaml"
+
+
+def both_refuse(cat: Path, log: Path, says: str, where: str, **kw) -> None:  # noqa: ANN003
+    """`analyze` exits 2 with one file:line line, `catalogue check` reports it and exits 1."""
+    line = error_line(cli("analyze", str(log), "--catalogue", str(cat), timeout=60, **kw))
+    assert says in line and where in line, line
+    check = cli("catalogue", "check", str(cat), "-q", timeout=60, ok=(1,), **kw)
+    assert says in check.stdout.decode() and where in check.stdout.decode()
+
+
+def test_catalogue_symlink_to_dev_zero(tmp_path, log):
+    cat, sig = make_cat(tmp_path)
+    sig.symlink_to("/dev/zero")
+    both_refuse(cat, log, "not a regular file", "frob.yaml:1:")
+
+
+def test_catalogue_fifo_named_yaml(tmp_path, log):
+    """No writer ever opens it: the load must not wait for one."""
+    cat, sig = make_cat(tmp_path)
+    os.mkfifo(sig)
+    both_refuse(cat, log, "not a regular file", "frob.yaml:1:")
+
+
+def test_catalogue_symlink_to_a_huge_file(tmp_path, log):
+    cat, sig = make_cat(tmp_path)
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"# " + b"x" * (600 * 1024) + b"\n")
+    sig.symlink_to(big)
+    both_refuse(cat, log, "larger than a catalogue entry", "frob.yaml:1:")
+
+
+@pytest.mark.parametrize("pattern", ["frobnicator exploded ((((a{100}){100}){100}){100})",
+                                     "frobnicator exploded x{2000000}",
+                                     "frobnicator exploded (?:(?:[ab]{50}|c){40}){60}"])
+def test_pattern_that_expands_is_refused_without_exhausting_memory(tmp_path, log, pattern):
+    """Compiling ((((a{100}){100}){100}){100}) took 23.6 GB: it must be refused before
+    compiling, in a process capped at 2 GB of address space."""
+    cat, sig = make_cat(tmp_path)
+    sig.write_text(SIG.format(pattern=pattern))
+    both_refuse(cat, log, "expands to more than", "frob.yaml:9:", limit_as=2 << 30)
+
+
+def test_expansion_estimate():
+    from triage.catalogue.expansion import MAX_UNITS, expanded_units
+
+    assert expanded_units("abc") == 3
+    assert expanded_units("(a{100}){100}") == 10_000
+    assert expanded_units(r"[a{]{3}\p{L}{4}") == 7  # braces inside classes and escapes are not repeats
+    assert expanded_units("a{x}") == 4  # not a counted repeat: literal braces
+    assert expanded_units("((((a{100}){100}){100}){100})") > MAX_UNITS
+    assert expanded_units("(" * 5000 + "a{99999}" + "){99999}" * 5000) > MAX_UNITS  # stops early
+
+
+def test_builtin_patterns_are_far_below_the_limit(catalogue):
+    from triage.catalogue.expansion import MAX_UNITS, expanded_units
+
+    assert max(expanded_units(p) for s in catalogue.signatures.values() for p in s.spec.patterns) < MAX_UNITS // 10
