@@ -227,3 +227,61 @@ def test_builtin_patterns_are_far_below_the_limit(catalogue):
     from triage.catalogue.expansion import MAX_UNITS, expanded_units
 
     assert max(expanded_units(p) for s in catalogue.signatures.values() for p in s.spec.patterns) < MAX_UNITS // 10
+
+
+# -- linear work on many distinct tracebacks ------------------------------------------------------
+
+
+def _distinct_tracebacks(n: int) -> str:
+    """n request tracebacks with their own frames and exceptions (names without digits: the
+    scan folds digits away when it compares windows)."""
+    def word(i: int) -> str:
+        out = ""
+        while True:
+            out, i = "abcdefghijklmnopqrstuvwxyz"[i % 26] + out, i // 26
+            if not i:
+                return out
+
+    out = ["[2025-01-01 00:00:00 TP0] server_args=ServerArgs(model_path='org/model', tp_size=1)\n"]
+    for i in range(n):
+        w = word(i)
+        out.append(f"[2025-01-01 00:00:01 TP0] Exception in request {i}: Traceback (most recent call last):\n")
+        for k in range(3):
+            out.append(f'  File "/srv/app/mod_{w}_{word(k)}.py", line {k + 1}, in handler_{w}\n    step_{w}(r)\n')
+        out.append(f"Value{w.title()}Error: request {w} could not be served\n")
+        out.append("Killed\n" if i % 7 == 0 else f"[2025-01-01 00:00:02 TP0] Decode batch. #running-req: {i % 9}\n")
+    return "".join(out) + CRASH
+
+
+def _lines_run(text: str, catalogue) -> tuple[int, int]:  # noqa: ANN001
+    """(lines of triage's own code executed while analysing `text`, failures found): a count of
+    operations, not a timing, so the test means the same on any machine. Loops inside
+    generator expressions and comprehensions count too, line by line."""
+    from triage import pipeline
+
+    executed = 0
+
+    def local(frame, event, _arg):  # noqa: ANN001, ANN202
+        nonlocal executed
+        if event == "line":
+            executed += 1
+        return local
+
+    def trace(frame, event, _arg):  # noqa: ANN001, ANN202
+        return local if "/triage/" in frame.f_code.co_filename else None
+
+    sys.settrace(trace)
+    try:
+        report = pipeline.analyze_text(text, catalogue)
+    finally:
+        sys.settrace(None)
+    return executed, len(report.failures)
+
+
+def test_distinct_tracebacks_cost_linear_work(catalogue):
+    """failures.py's dedup and traceback.py's consensus scan were quadratic (10k tracebacks took
+    over 170 s): doubling the tracebacks must not much more than double the work."""
+    small, n_small = _lines_run(_distinct_tracebacks(300), catalogue)
+    large, n_large = _lines_run(_distinct_tracebacks(600), catalogue)
+    assert n_small >= 300 and n_large >= 600
+    assert large / small < 2.3, (small, large)

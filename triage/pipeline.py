@@ -114,13 +114,21 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
 
 def _count_repeats(res: ScanResult, failures: list[Failure]) -> None:
     """Tracebacks the scan saw more often than it kept (identical request errors, thousands of
-    them in a noisy log) count towards the failure their kept copy became."""
+    them in a noisy log) count towards the failure their kept copy became: the first failure
+    (in line order) whose lines hold the header, found by bisection over the running maximum
+    of their last lines."""
+    import bisect
+    from itertools import accumulate
+
+    starts = [f.line for f in failures]  # build_failures returns them in line order
+    reach = list(accumulate((max(f.end_line or f.line, f.line) for f in failures), max))
     for header, key in res.window_keys.items():
         more = res.repeats.get(key)
         if more is None:
             continue
-        f = next((f for f in failures if f.line <= header <= max(f.end_line or f.line, f.line)), None)
-        if f is not None:
+        i = bisect.bisect_left(reach, header)  # the first failure reaching down to the header
+        if i < bisect.bisect_right(starts, header):
+            f = failures[i]
             f.count += more[0]
             f.last_line = max(f.last_line or 0, more[1])
 

@@ -101,7 +101,11 @@ def _decoded(fh: BinaryIO, name: str) -> BinaryIO:
     head = _head(fh, 2)
     if head == GZIP_MAGIC:
         fh = _open_gzip(fh)
-        head = _head(fh, UTF16_PROBE)
+        try:
+            head = _head(fh, UTF16_PROBE)
+        except _DECOMPRESS_ERRORS as e:
+            fh.close()
+            raise _corrupt(name, e) from None
     else:
         head = _head(fh, UTF16_PROBE)
     enc = utf16_encoding(head)
@@ -209,8 +213,7 @@ def iter_spans(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
         except _DECOMPRESS_ERRORS as e:
             if isinstance(stream, (io.BufferedReader, io.FileIO)):
                 raise TriageError(f"{name}: read error ({getattr(e, 'strerror', None) or e})") from None
-            raise TriageError(f"{name}: compressed data is truncated or corrupt ({e}); to analyse the "
-                              f"readable part: gzip -dc {name} | triage analyze -") from None
+            raise _corrupt(name, e) from None
         if not got:
             break
         if left is not None:
@@ -238,6 +241,11 @@ def iter_spans(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
         carry = tail
     if carry:
         yield buf, carry
+
+
+def _corrupt(name: str, e: BaseException) -> TriageError:
+    return TriageError(f"{name}: compressed data is truncated or corrupt ({e}); to analyse the "
+                       f"readable part: gzip -dc {name} | triage analyze -")
 
 
 def _snapshot_size(stream: BinaryIO) -> int | None:
