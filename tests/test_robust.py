@@ -285,3 +285,65 @@ def test_distinct_tracebacks_cost_linear_work(catalogue):
     large, n_large = _lines_run(_distinct_tracebacks(600), catalogue)
     assert n_small >= 300 and n_large >= 600
     assert large / small < 2.3, (small, large)
+
+
+# -- every kind of kept line is capped --------------------------------------------------------------
+
+
+def _word(i: int) -> str:
+    out = ""
+    while True:
+        out, i = "abcdefghijklmnopqrstuvwxyz"[i % 26] + out, i // 26
+        if not i:
+            return out
+
+
+def _cli_in_process(monkeypatch, capsys, *args: str) -> tuple[int, str]:  # noqa: ANN001
+    from triage import cli as cli_mod
+
+    monkeypatch.setattr(sys, "argv", ["triage", *args])
+    with pytest.raises(SystemExit) as e:
+        cli_mod.main()
+    out, err = capsys.readouterr()
+    assert TRACEBACK not in err and "internal error" not in err, err
+    return int(e.value.code or 0), out
+
+
+@pytest.mark.parametrize("shape", ["Killed process {w}\n", "[2025-01-01 00:00:00] ERROR worker {w}: failed\n",
+                                   "[2025-01-01 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent "
+                                   "call last):\n  File \"/x/{w}.py\", line 1, in f_{w}\nValue{W}Error: bad\n"
+                                   + "[2025-01-01 00:00:01 TP0] Decode batch. #running-req: 1\n" * 6])
+def test_distinct_kept_lines_are_capped_and_the_report_says_so(tmp_path, monkeypatch, capsys, shape):
+    """With the cap lowered to 2,000 lines, 6,000 distinct lines of each kind keep at most 300, the
+    table of keys seen stops growing, and the report's notes say the cap was hit; the crash at
+    the end is still found (the start and the end of the log are kept)."""
+    from triage import scan
+
+    monkeypatch.setattr(scan, "MAX_KEPT", 2000)
+    seen_sizes: list[int] = []
+    real_count = scan._Keeper._count
+
+    def counting(self, key):  # noqa: ANN001, ANN202
+        seen_sizes.append(len(self.seen))
+        return real_count(self, key)
+
+    monkeypatch.setattr(scan._Keeper, "_count", counting)
+    f = tmp_path / "many.log"
+    f.write_text("".join(shape.format(w=_word(i), W=_word(i).title()) for i in range(6000)) + CRASH)
+    code, out = _cli_in_process(monkeypatch, capsys, "analyze", str(f), "--format", "json", "-j", "1")
+    d = json.loads(out)
+    assert any("cap on kept lines hit" in n for n in d["notes"]), d["notes"]
+    assert max(seen_sizes) <= 2000
+    assert len(d["failures"]) < 2000
+    assert code == 1
+    assert any(x["exception"] == "ZeroDivisionError" for x in d["failures"])  # the end of the log is kept
+
+
+def test_the_same_line_millions_of_times_is_counted_not_kept(tmp_path):
+    """A run of identical lines (a 76 KB .gz of 50 MB of `Killed`, scaled down) keeps 16 copies."""
+    f = tmp_path / "killed.log.gz"
+    f.write_bytes(gzip.compress(b"Killed\n" * 300_000 + CRASH.encode()))
+    p = cli("analyze", str(f), "--format", "json", "-j", "1", ok=(1,))
+    d = json.loads(p.stdout)
+    assert d["lines"] == 300_005
+    assert d["failures"][-1]["exception"] == "ZeroDivisionError" or d["failures"][0]["exception"] == "ZeroDivisionError"

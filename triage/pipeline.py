@@ -96,8 +96,9 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     report.findings = match(cat, ctx)
     report.notes.extend(ctx.notes)
     if res.capped:
-        report.notes.append("the log has more distinct error and traceback lines than a report can use: "
-                            "the first ones were read, the rest only counted")
+        report.notes.append("cap on kept lines hit: the log has more distinct error and traceback lines than a "
+                            f"report can use; {len(res.lines):,} were kept, from the start and the end of the log, "
+                            "and new ones in between skipped")
     _failures_from_findings(report, by_no)
     classify(report.failures, lines, res.last_serving)
     _order_failures(report)
