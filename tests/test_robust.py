@@ -347,3 +347,95 @@ def test_the_same_line_millions_of_times_is_counted_not_kept(tmp_path):
     d = json.loads(p.stdout)
     assert d["lines"] == 300_005
     assert d["failures"][-1]["exception"] == "ZeroDivisionError" or d["failures"][0]["exception"] == "ZeroDivisionError"
+
+
+# -- watch: file types, timeouts, catching up -------------------------------------------------------
+
+
+def test_watch_fifo_returns(tmp_path):
+    """`triage watch FIFO --timeout 3` used to block in open() for ever: refused at once."""
+    fifo = tmp_path / "server.fifo"
+    os.mkfifo(fifo)
+    line = error_line(cli("watch", str(fifo), "--timeout", "3", timeout=30))
+    assert "FIFO" in line
+
+
+def test_watch_device_returns():
+    line = error_line(cli("watch", "/dev/zero", "--timeout", "3", timeout=30))
+    assert "device" in line
+
+
+def _startup_log(n_decode: int) -> str:
+    head = ("[2025-01-01 00:00:00] server_args=ServerArgs(model_path='org/model', tp_size=1)\n"
+            "[2025-01-01 00:00:01 TP0] Load weight begin. avail mem=79.00 GB\n"
+            "[2025-01-01 00:00:09 TP0] Load weight end. type=LlamaForCausalLM, mem usage=15.00 GB.\n"
+            "[2025-01-01 00:00:10 TP0] KV Cache is allocated. #tokens: 400000\n"
+            "[2025-01-01 00:00:11 TP0] Capture cuda graph begin. This can take up to several minutes.\n"
+            "[2025-01-01 00:00:20 TP0] Capture cuda graph end. Time elapsed: 9.00 s\n"
+            "[2025-01-01 00:00:21] INFO:     Application startup complete.\n"
+            "[2025-01-01 00:00:22] The server is fired up and ready to roll!\n")
+    body = "".join(f"[2025-01-01 00:01:00 TP0] Decode batch. #running-req: {i % 40}, #token: {i}, "
+                   "token usage: 0.10, gen throughput (token/s): 1000.00, #queue-req: 0\n" for i in range(n_decode))
+    return head + body + CRASH.replace("server_args", "note: still server_args") + "[2025-01-01 00:09:00] done\n"
+
+
+@pytest.mark.parametrize("catch_up", [True, False])
+def test_watch_catch_up_sees_what_line_by_line_sees(tmp_path, monkeypatch, catch_up):
+    """A backlog is read with the scanner and only its live lines are parsed; the phases, their
+    line numbers, the failure block and the tail are the same as when every line is parsed."""
+    from triage import watch as watch_mod
+
+    f = tmp_path / "server.log"
+    f.write_text(_startup_log(30_000))
+    monkeypatch.setattr(watch_mod, "CATCH_UP", 1 if catch_up else 1 << 40)
+    w = watch_mod.Watcher(str(f))
+    events, total = [], 0
+    while True:
+        evs, n = w.poll()
+        events += evs
+        total += n
+        if not n:
+            break
+    phases = [(e.phase, e.line) for e in events if isinstance(e, watch_mod.PhaseChange)]
+    assert phases == [("loading weights", 2), ("allocating KV cache", 3), ("capturing CUDA graphs", 5),
+                      ("warming up", 6), ("ready", 8)]
+    assert total == w.line_no == 30_014
+    assert w.block.start == 30_010 and w.block.closed
+    assert list(w.tail)[-1].endswith("done") and len(w.tail) == 20
+
+
+def test_watch_catches_up_on_a_burst(tmp_path):
+    """The crash at the end of a 3 MB log written before watching began is reported with its
+    line number (the catch-up is measured in benchmarks/bench_hostile.py --cases burst)."""
+    f = tmp_path / "server.log"
+    f.write_text(_startup_log(30_000))
+    p = cli("watch", str(f), "--until", "exit", "--grace", "0.2", "--timeout", "60", "--format", "json",
+            timeout=120, ok=(1,))
+    failure = [json.loads(x) for x in p.stdout.decode().splitlines() if '"failure"' in x][-1]
+    assert failure["failures"][0]["exception"] == "ZeroDivisionError"
+    assert failure["failures"][0]["line"] == 30_010
+
+
+def test_live_words_cover_every_milestone_and_failure_line():
+    """Every fixture line that moves a phase or opens a failure block holds a live word, so the
+    catch-up cannot skip it."""
+    from triage.parse.lines import parse_line
+    from triage.parse.timeline import CUDA_GRAPHS, LOADING_WEIGHTS, STARTING, WARMING_UP, next_phase
+    from triage.phases import failure_marker, live_line_starts
+
+    fixtures = Path(__file__).parent / "fixtures"
+    checked = 0
+    for log in sorted(fixtures.glob("*.log")):
+        data = log.read_bytes()
+        live = set(live_line_starts(data))
+        pos = 0
+        for i, raw in enumerate(data.split(b"\n")):
+            text = raw.decode("utf-8", "replace")
+            ln = parse_line(i + 1, text)
+            moves = any(next_phase(ph, ln.message, s) for ph in (STARTING, LOADING_WEIGHTS, CUDA_GRAPHS, WARMING_UP)
+                        for s in (True, False))
+            if moves or failure_marker(ln):
+                checked += 1
+                assert pos in live, (log.name, i + 1, text)
+            pos += len(raw) + 1
+    assert checked > 100
