@@ -5,6 +5,7 @@ the behaviour at scale is measured by benchmarks/bench_hostile.py, not by timed 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -439,3 +440,99 @@ def test_live_words_cover_every_milestone_and_failure_line():
                 assert pos in live, (log.name, i + 1, text)
             pos += len(raw) + 1
     assert checked > 100
+
+
+# -- run: the whole process group, and signals -------------------------------------------------------
+
+# a server whose worker ignores SIGTERM (and SIGINT): the server itself dies of SIGTERM at once
+STUBBORN = """
+import os, signal, sys, time
+pid = os.fork()
+if pid == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    open(sys.argv[1], "w").write(str(os.getpid()))
+    while True:
+        time.sleep(0.1)
+{server}
+print("[2025-01-01 00:00:00] server started", flush=True)
+while True:
+    time.sleep(0.1)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped by its new parent) counts as gone
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    return True
+
+
+def _run_in_process(tmp_path, monkeypatch, capsys, server: str, *opts: str,  # noqa: ANN001
+                    signals: tuple[int, ...] = ()) -> tuple[int, int]:
+    """`triage run` in this process (the stop grace lowered to 0.5 s); `signals` are sent to it
+    once the stubborn worker is up. Returns (exit code, the worker's pid)."""
+    import signal as sig
+    import time
+
+    from triage import run as run_mod
+
+    monkeypatch.setattr(run_mod, "STOP_WAIT", 0.5)
+    pidfile = tmp_path / "worker.pid"
+    script = tmp_path / "server.py"
+    script.write_text(STUBBORN.replace("{server}", server))
+
+    def send() -> None:
+        for _ in range(200):
+            if pidfile.exists() and pidfile.read_text():
+                break
+            time.sleep(0.05)
+        for s in signals:
+            time.sleep(0.3)
+            os.kill(os.getpid(), s)
+
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    old = sig.getsignal(sig.SIGINT)
+    try:
+        code, _ = _cli_in_process(monkeypatch, capsys, "run", "--log", str(tmp_path / "run.log"), *opts, "--",
+                                  sys.executable, str(script), str(pidfile))
+    finally:
+        sig.signal(sig.SIGINT, old)
+    t.join(15)
+    return code, int(pidfile.read_text())
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_run_timeout_kills_a_worker_that_ignores_sigterm(tmp_path, monkeypatch, capsys):
+    code, worker = _run_in_process(tmp_path, monkeypatch, capsys, "", "--timeout", "2")
+    assert code == 3
+    assert not _alive(worker)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_sigterm_to_triage_kills_the_group_even_after_the_server_exited(tmp_path, monkeypatch, capsys):
+    """The server dies of the forwarded SIGTERM at once; its worker ignores it and must still
+    be killed after the grace period."""
+    import signal as sig
+
+    code, worker = _run_in_process(tmp_path, monkeypatch, capsys, "", signals=(sig.SIGTERM,))
+    assert code == 128 + sig.SIGTERM
+    assert not _alive(worker)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_three_sigints_exit_130(tmp_path, monkeypatch, capsys):
+    """A server that ignores SIGINT: the third Ctrl-C kills the group, and triage exits 130 as a
+    shell reports an interrupted command (it used to exit 1)."""
+    import signal as sig
+
+    code, worker = _run_in_process(tmp_path, monkeypatch, capsys,
+                                   "signal.signal(signal.SIGINT, signal.SIG_IGN)",
+                                   signals=(sig.SIGINT, sig.SIGINT, sig.SIGINT))
+    assert code == 130
+    assert not _alive(worker)
