@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from triage.backtest import METRIC_TITLES, METRICS, Tally, backtest, load_cases  # noqa: E402
 from triage.catalogue.load import load_catalogue  # noqa: E402
+from triage.commands.catalogue.backtest import METRIC_TITLES, METRICS, Tally, backtest, load_cases  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from corpus_split import thread_key  # noqa: E402

@@ -33,9 +33,9 @@ def current_json() -> Iterator[tuple[str, str]]:
     """(log, its JSON) for every covered log, paths relative to the repository as a user in
     its root would type them."""
     from triage.catalogue.load import load_catalogue
-    from triage.pipeline import Options, analyze
-    from triage.redact import redact_report
-    from triage.report.json_out import render_json
+    from triage.pipeline.analyze import Options, analyze
+    from triage.pipeline.redact import redact_report
+    from triage.render.json_out import render_json
 
     here = os.getcwd()
     os.chdir(ROOT)

@@ -13,16 +13,16 @@ PKG = Path(__file__).resolve().parents[1] / "triage"
 
 # module -> position in the pipeline; modules not listed are commands on top, free to import any stage
 STAGES = {
-    "triage.read": 0,
-    "triage.scan": 1,
-    "triage.parse": 2,  # and every triage.parse.* module
-    "triage.hints": 2,
-    "triage.match": 3,
-    "triage.recommend": 4,
-    "triage.redact": 5,
-    "triage.report": 6,  # and triage.report.*
+    "triage.pipeline.read": 0,
+    "triage.pipeline.scan": 1,
+    "triage.pipeline.parse": 2,  # and every triage.pipeline.parse.* module
+    "triage.pipeline.hints": 2,
+    "triage.pipeline.match": 3,
+    "triage.pipeline.recommend": 4,
+    "triage.pipeline.redact": 5,
+    "triage.render": 6,  # and triage.render.*
 }
-SHARED = ("triage.models", "triage.errors", "triage.fingerprint", "triage.vocabulary", "triage.catalogue.models",
+SHARED = ("triage.core.models", "triage.core.errors", "triage.core.fingerprint", "triage.core.vocabulary", "triage.catalogue.models",
           "triage.catalogue.load", "triage.catalogue.flags")
 
 

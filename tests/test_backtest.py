@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from triage.cli import app
-from triage.errors import TriageError
+from triage.core.errors import TriageError
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "tests" / "corpus" / "cases"

@@ -5,9 +5,9 @@ import textwrap
 import pytest
 from conftest import FIXTURES, analyze_json, run_cli
 
-from triage.catalogue.check import check
 from triage.catalogue.load import load_catalogue, load_signature
-from triage.errors import CatalogueError
+from triage.commands.catalogue.check import check
+from triage.core.errors import CatalogueError
 
 GOOD = textwrap.dedent("""\
     id: user-frobnicator-overflow

@@ -1,8 +1,8 @@
 """The launch configuration a server printed, in every form it takes."""
 
-from triage.parse.config import extract
-from triage.parse.environment import build_environment
-from triage.parse.lines import parse_line
+from triage.pipeline.parse.config import extract
+from triage.pipeline.parse.environment import build_environment
+from triage.pipeline.parse.lines import parse_line
 
 
 def cfg_of(*raw: str):

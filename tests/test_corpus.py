@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from triage.backtest import backtest, load_cases
+from triage.commands.catalogue.backtest import backtest, load_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import crashlogs
 import pytest
 
-from triage.fingerprint import fingerprint, frame_module, is_library, mask, top_frames
-from triage.pipeline import analyze_text
+from triage.core.fingerprint import fingerprint, frame_module, is_library, mask, top_frames
+from triage.pipeline.analyze import analyze_text
 
 
 def _fp(catalogue, text: str) -> str:

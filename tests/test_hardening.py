@@ -383,8 +383,8 @@ def test_mixed_crlf_and_lf_give_the_lf_result(tmp_path, name):
 
 
 def test_crlf_every_fixture_in_process(catalogue):
-    from triage.pipeline import analyze
-    from triage.report.json_out import render_json
+    from triage.pipeline.analyze import analyze
+    from triage.render.json_out import render_json
 
     for f in sorted(FIXTURES.glob("*.log")):
         data = f.read_bytes()
@@ -699,7 +699,7 @@ def test_ip_addresses_only_with_redact_ips(tmp_path):
 
 
 def test_redaction_leaves_ordinary_lines_alone():
-    from triage.redact import redact_text
+    from triage.pipeline.redact import redact_text
 
     for line in ["[2025-01-01 00:00:00 TP0] Prefill batch. #new-seq: 1, #new-token: 8192, #cached-token: 0, "
                  "token usage: 0.50, #running-req: 3",
@@ -712,7 +712,7 @@ def test_redaction_leaves_ordinary_lines_alone():
 
 
 def test_redaction_is_bounded_on_pathological_lines():
-    from triage.redact import redact_text
+    from triage.pipeline.redact import redact_text
 
     n = 1 << 20
     for line in ["a." * (n // 2), "--a-" * (n // 4), "api_key='" * (n // 9), "a://:" * (n // 5), "?a_=&" * (n // 5),

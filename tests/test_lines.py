@@ -2,7 +2,7 @@
 
 import pytest
 
-from triage.parse.lines import parse_line
+from triage.pipeline.parse.lines import parse_line
 
 CASES = [
     # (raw line, message, rank, dialect, ts)

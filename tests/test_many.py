@@ -26,9 +26,9 @@ def _deployment(tmp_path, n=200):
 def test_directory_of_200_logs_uses_both_cores_and_groups(tmp_path, monkeypatch):
     import multiprocessing as mp
 
-    import triage.many as many
+    import triage.commands.many as many
     from triage.catalogue.load import load_catalogue
-    from triage.pipeline import Options
+    from triage.pipeline.analyze import Options
 
     pools: list[int] = []
     real = mp.get_context

@@ -9,8 +9,8 @@ import regex
 import yaml
 from conftest import run_cli
 
-from triage.catalogue.check import literal_of
-from triage.skeleton import choose_keyword, generalise
+from triage.commands.catalogue.check import literal_of
+from triage.commands.new import choose_keyword, generalise
 
 # A real torch message of the same family (torch.broadcast_tensors) that a careless
 # "shape mismatch" pattern would catch.

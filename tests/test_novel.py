@@ -6,7 +6,7 @@ import gzip
 
 import crashlogs
 
-from triage.novel import novel, template, templates, warning_lines
+from triage.commands.novel import novel, template, templates, warning_lines
 
 VLLM_HEALTHY = """\
 INFO 05-12 10:11:01 [api_server.py:1336] vLLM API server version 0.9.2

@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from triage.catalogue.load import load_catalogue
-from triage.pipeline import Options, analyze_scan, analyze_text, prefilter_for
-from triage.read import iter_chunks
-from triage.redact import MASK, redact_report, redact_text
-from triage.report.json_out import render_json
-from triage.report.markdown import render_markdown
-from triage.scan import scan
+from triage.pipeline.analyze import Options, analyze_scan, analyze_text, prefilter_for
+from triage.pipeline.read import iter_chunks
+from triage.pipeline.redact import MASK, redact_report, redact_text
+from triage.pipeline.scan import scan
+from triage.render.json_out import render_json
+from triage.render.markdown import render_markdown
 
 CAT = load_catalogue()
 OPTS = Options(prefer_hyperscan=False, workers=1)
@@ -170,8 +170,8 @@ def test_redaction_is_idempotent_and_never_grows_a_secret(text):
 @given(st.binary(min_size=0, max_size=2048), st.integers(0, 2048))
 def test_any_gzip_prefix_reads_or_fails_cleanly(data, cut):
     """A .gz cut anywhere: the readable text, or one TriageError; nothing else escapes."""
-    from triage.errors import TriageError
-    from triage.read import _open_gzip
+    from triage.core.errors import TriageError
+    from triage.pipeline.read import _open_gzip
 
     gz = gzip.compress(data)[:cut]
     try:

@@ -16,10 +16,10 @@ import fakeserver
 import pytest
 
 from triage.catalogue.load import load_catalogue
-from triage.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from triage.pipeline import analyze_text
-from triage.retry.models import Launch
-from triage.retry.plan import Plan
+from triage.commands.retry.models import Launch
+from triage.commands.retry.plan import Plan
+from triage.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from triage.pipeline.analyze import analyze_text
 
 FAKE = str(Path(__file__).parent / "fakeserver.py")
 TRIAGE = [sys.executable, "-m", "triage"]

@@ -11,6 +11,7 @@ import json
 import os
 import resource
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -126,7 +127,7 @@ def test_utf16_log_is_decoded(tmp_path, encoding):
 
 
 def test_utf8_with_nul_bytes_is_not_taken_for_utf16():
-    from triage.read import utf16_encoding
+    from triage.pipeline.read import utf16_encoding
 
     assert utf16_encoding(CRASH.encode()) is None
     assert utf16_encoding(b"a\x00b" + CRASH.encode()) is None
@@ -258,7 +259,7 @@ def _lines_run(text: str, catalogue) -> tuple[int, int]:  # noqa: ANN001
     """(lines of triage's own code executed while analysing `text`, failures found): a count of
     operations, not a timing, so the test means the same on any machine. Loops inside
     generator expressions and comprehensions count too, line by line."""
-    from triage import pipeline
+    from triage.pipeline import analyze as pipeline
 
     executed = 0
 
@@ -318,7 +319,7 @@ def test_distinct_kept_lines_are_capped_and_the_report_says_so(tmp_path, monkeyp
     """With the cap lowered to 2,000 lines, 6,000 distinct lines of each kind keep at most 300, the
     table of keys seen stops growing, and the report's notes say the cap was hit; the crash at
     the end is still found (the start and the end of the log are kept)."""
-    from triage import scan
+    from triage.pipeline import scan
 
     monkeypatch.setattr(scan, "MAX_KEPT", 2000)
     seen_sizes: list[int] = []
@@ -384,7 +385,7 @@ def _startup_log(n_decode: int) -> str:
 def test_watch_catch_up_sees_what_line_by_line_sees(tmp_path, monkeypatch, catch_up):
     """A backlog is read with the scanner and only its live lines are parsed; the phases, their
     line numbers, the failure block and the tail are the same as when every line is parsed."""
-    from triage import watch as watch_mod
+    from triage.commands import watch as watch_mod
 
     f = tmp_path / "server.log"
     f.write_text(_startup_log(30_000))
@@ -420,9 +421,9 @@ def test_watch_catches_up_on_a_burst(tmp_path):
 def test_live_words_cover_every_milestone_and_failure_line():
     """Every fixture line that moves a phase or opens a failure block holds a live word, so the
     catch-up cannot skip it."""
-    from triage.parse.lines import parse_line
-    from triage.parse.timeline import CUDA_GRAPHS, LOADING_WEIGHTS, STARTING, WARMING_UP, next_phase
-    from triage.phases import failure_marker, live_line_starts
+    from triage.commands.phases import failure_marker, live_line_starts
+    from triage.pipeline.parse.lines import parse_line
+    from triage.pipeline.parse.timeline import CUDA_GRAPHS, LOADING_WEIGHTS, STARTING, WARMING_UP, next_phase
 
     fixtures = Path(__file__).parent / "fixtures"
     checked = 0
@@ -479,7 +480,7 @@ def _run_in_process(tmp_path, monkeypatch, capsys, server: str, *opts: str,  # n
     import signal as sig
     import time
 
-    from triage import run as run_mod
+    from triage.commands import run as run_mod
 
     monkeypatch.setattr(run_mod, "STOP_WAIT", 0.5)
     pidfile = tmp_path / "worker.pid"
@@ -536,3 +537,64 @@ def test_three_sigints_exit_130(tmp_path, monkeypatch, capsys):
                                    signals=(sig.SIGINT, sig.SIGINT, sig.SIGINT))
     assert code == 130
     assert not _alive(worker)
+
+
+# -- -o: never follow, never replace what is not a file, never overwrite an input -----------------
+
+
+def test_output_ignores_a_symlink_planted_at_the_temporary_name(tmp_path, log):
+    """The temporary name was predictable (.r.md.triage-tmp): a symlink planted there made -o
+    overwrite the input log. Now it is created exclusively under a random name."""
+    before = log.read_bytes()
+    plant = tmp_path / ".r.md.triage-tmp"
+    plant.symlink_to(log)
+    cli("analyze", str(log), "-o", str(tmp_path / "r.md"), ok=(1,))
+    assert log.read_bytes() == before
+    assert plant.is_symlink() and os.readlink(plant) == str(log)
+    assert "# Triage" in (tmp_path / "r.md").read_text()
+    assert not list(tmp_path.glob("*.triage-tmp")) or list(tmp_path.glob("*.triage-tmp")) == [plant]
+
+
+def test_output_symlink_is_replaced_not_followed(tmp_path, log):
+    other = tmp_path / "precious.txt"
+    other.write_text("keep me\n")
+    out = tmp_path / "r.md"
+    out.symlink_to(other)
+    cli("analyze", str(log), "-o", str(out), ok=(1,))
+    assert other.read_text() == "keep me\n"
+    assert not out.is_symlink() and "# Triage" in out.read_text()
+
+
+def test_output_hard_link_to_the_input_is_refused(tmp_path, log):
+    link = tmp_path / "hard.md"
+    os.link(log, link)
+    line = error_line(cli("analyze", str(log), "-o", str(link)))
+    assert "refusing to overwrite" in line
+    assert log.read_text() == CRASH
+
+
+def test_output_to_a_fifo_stays_a_fifo(tmp_path, log):
+    """`-o /dev/null` used to rename a regular file over the device node; a FIFO (safe to try
+    in a test) shows the same: a non-regular output is written to, never replaced."""
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def reader() -> None:
+        with open(fifo, "rb") as fh:
+            got.append(fh.read())
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    cli("analyze", str(log), "-o", str(fifo), ok=(1,))
+    t.join(10)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert got and got[0].startswith(b"# Triage")
+
+
+def test_output_mode_follows_the_umask(tmp_path, log):
+    out = tmp_path / "r.md"
+    cli("analyze", str(log), "-o", str(out), ok=(1,))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask

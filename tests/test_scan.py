@@ -6,10 +6,10 @@ import io
 import pytest
 from conftest import FIXTURES
 
-from triage.pipeline import Options, analyze_scan, prefilter_for
-from triage.read import iter_chunks
-from triage.report.json_out import render_json
-from triage.scan import Prefilter, merge, scan, split_points, trie_regex
+from triage.pipeline.analyze import Options, analyze_scan, prefilter_for
+from triage.pipeline.read import iter_chunks
+from triage.pipeline.scan import Prefilter, merge, scan, split_points, trie_regex
+from triage.render.json_out import render_json
 
 LOGS = sorted(p.name for p in FIXTURES.iterdir() if p.suffix in (".log", ".gz"))
 
@@ -47,7 +47,7 @@ def test_chunk_borders_lose_nothing(catalogue, name, size):
 
 @pytest.mark.parametrize("parts", [2, 3, 7])
 def test_byte_ranges_merge_to_the_whole(catalogue, tmp_path, parts):
-    import triage.scan as scan_mod
+    import triage.pipeline.scan as scan_mod
 
     path = tmp_path / "big.log"
     path.write_bytes(_text("sglang-nsa-tp8.log"))
@@ -93,7 +93,7 @@ def test_long_line_is_cut_not_loaded_whole():
 def test_request_content_is_never_kept(catalogue):
     """Prompts hold whatever users paste (tracebacks, error messages): a content line is the
     user's text, so the scan keeps none of them, however many keywords they hold."""
-    from triage.pipeline import prefilter_for
+    from triage.pipeline.analyze import prefilter_for
 
     prompt = ("[2025-06-24 22:27:58] Receive: obj=GenerateReqInput(rid='ab16', text='Traceback (most recent call "
               "last):\\n  File \"x.py\", line 1\\nRuntimeError: CUDA error: an illegal memory access was "

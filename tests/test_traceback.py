@@ -1,9 +1,9 @@
 """Tracebacks: chains, interleaved ranks, rank folding, cut-off and headless excerpts."""
 
-from triage.parse.failures import build_failures, spans_of
-from triage.parse.lines import parse_line
-from triage.parse.markers import find_markers
-from triage.parse.traceback import TRUNCATED, parse_tracebacks
+from triage.pipeline.parse.failures import build_failures, spans_of
+from triage.pipeline.parse.lines import parse_line
+from triage.pipeline.parse.markers import find_markers
+from triage.pipeline.parse.traceback import TRUNCATED, parse_tracebacks
 
 
 def failures_of(text: str):

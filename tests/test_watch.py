@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from triage.errors import EXIT_FAILURE, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE
-from triage.watch import Follower
+from triage.commands.watch import Follower
+from triage.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE
 
 FAKE = str(Path(__file__).parent / "fakeserver.py")
 TRIAGE = [sys.executable, "-m", "triage"]

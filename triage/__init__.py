@@ -15,13 +15,13 @@ __version__ = "0.1.0"
 __all__ = ["analyze", "__version__"]
 
 if TYPE_CHECKING:
-    from triage.models import Report
+    from triage.core.models import Report
 
 
 def analyze(path: str, extra_catalogues: list[str] | None = None, version: str | None = None,
             command: str | None = None) -> Report:
     """Analyse one log (path, or `-` for stdin) and return the Report the CLI renders."""
-    from triage.pipeline import Options
-    from triage.pipeline import analyze as _analyze
+    from triage.pipeline.analyze import Options
+    from triage.pipeline.analyze import analyze as _analyze
 
     return _analyze(path, options=Options(version=version, command=command), extra_catalogues=extra_catalogues)

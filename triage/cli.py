@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from triage.errors import EXIT_USAGE, TriageError
+from triage.core.errors import EXIT_USAGE, TriageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Crash triage and workaround recommendations for LLM inference server logs.")
@@ -52,16 +52,9 @@ def _write(text: str, output: Path | None, inputs: list[str]) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    out = output.resolve()
-    for i in inputs:
-        if i != "-" and Path(i).exists() and Path(i).resolve() == out:
-            raise TriageError(f"--output {output} is one of the inputs; refusing to overwrite it")
-    try:
-        tmp = out.with_name(f".{out.name}.triage-tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    except OSError as e:
-        raise TriageError(f"{output}: cannot write ({e.strerror or e})") from None
+    from triage.core.output import write_output
+
+    write_output(text, output, inputs)
 
 
 @app.command()
@@ -79,8 +72,8 @@ def analyze(
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="A healthy (or earlier) log of the same server: compare startup times and list its new warning and error lines.")] = None,  # noqa: UP045
 ) -> None:
     """Analyse server logs: what failed, why, what to do now, and the evidence."""
-    from triage.pipeline import Options
-    from triage.pipeline import analyze as run
+    from triage.pipeline.analyze import Options
+    from triage.pipeline.analyze import analyze as run
 
     cat = _load(catalogue)
     opts = Options(version=version, command=command, prefer_hyperscan=not no_hyperscan, workers=jobs)
@@ -90,26 +83,26 @@ def analyze(
     if len(paths) == 1:
         reports, errors = [run(paths[0], cat, opts)], {}
         if baseline is not None:
-            from triage.baseline import compare
+            from triage.commands.baseline import compare
 
             compare(reports[0], baseline, cat, opts)
     else:
-        from triage.many import analyze_many
+        from triage.commands.many import analyze_many
 
         reports, errors = analyze_many(paths, cat, opts, jobs)
     if not no_redact:
-        from triage.redact import redact_report
+        from triage.pipeline.redact import redact_report
 
         reports = [redact_report(r, ips=redact_ips) for r in reports]
     # only the renderer asked for is imported (jinja2 is not needed for JSON)
     if format == Format.json:
-        from triage.report.json_out import render_json
+        from triage.render.json_out import render_json
     else:
-        from triage.report.markdown import render_markdown
+        from triage.render.markdown import render_markdown
     if len(paths) == 1:
         text = render_json(reports[0]) if format == Format.json else render_markdown(reports[0])
     else:
-        from triage.many import summarise, summary_dict, summary_markdown
+        from triage.commands.many import summarise, summary_dict, summary_markdown
 
         summary = summarise(reports, errors)
         if format == Format.json:
@@ -156,7 +149,7 @@ def signatures(
     catalogue: CatalogueOpt = None,
 ) -> None:
     """List the catalogue's signatures."""
-    from triage.catalogue.show import list_json, list_markdown
+    from triage.commands.catalogue.show import list_json, list_markdown
 
     cat = _load(catalogue)
     sys.stdout.write(list_json(cat, engine) if format == Format.json else list_markdown(cat, engine))
@@ -168,7 +161,7 @@ def show(
     catalogue: CatalogueOpt = None,
 ) -> None:
     """Print one signature with its workarounds, as a person wants to read it."""
-    from triage.catalogue.show import show_markdown
+    from triage.commands.catalogue.show import show_markdown
 
     sys.stdout.write(show_markdown(_load(catalogue), signature_id))
 
@@ -180,7 +173,7 @@ def catalogue_check(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems and the summary.")] = False,
 ) -> None:
     """Validate every entry and run every example; exit 1 on any problem."""
-    from triage.catalogue.check import check
+    from triage.commands.catalogue.check import check
 
     dirs = [str(directory)] if directory is not None else None
     problems, summary = check(dirs, [str(p) for p in catalogue or []], verbose=not quiet)
@@ -205,8 +198,8 @@ def catalogue_backtest(
     min_clean: Annotated[Optional[float], typer.Option("--min-clean")] = None,  # noqa: UP045
 ) -> None:
     """Run the pipeline on every case of a labelled corpus and score it; exit 1 below a --min-* threshold."""
-    from triage.backtest import backtest, failed_thresholds
-    from triage.report import backtest_out
+    from triage.commands.catalogue import backtest_out
+    from triage.commands.catalogue.backtest import backtest, failed_thresholds
 
     if split not in ("dev", "test", "all"):
         raise TriageError(f"--split {split}: expected dev, test or all")
@@ -234,7 +227,7 @@ def watch(
     redact_ips: RedactIpsOpt = False,
 ) -> None:
     """Follow a server log as it is written: phase on stderr; ready (0), failure report (1), timeout (3)."""
-    from triage.watch import WatchOptions, watch_file
+    from triage.commands.watch import WatchOptions, watch_file
 
     opts = WatchOptions(timeout=timeout, until=until, fmt=format.value, grace=grace,
                         catalogue_dirs=[str(p) for p in catalogue or []], redact=not no_redact, redact_ips=redact_ips)
@@ -256,7 +249,7 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="With --retry: print the changes that would be made for the failure in the existing --log FILE, in order; start nothing.")] = False,
 ) -> None:
     """Start a server, tee its output to the terminal and a log, and watch it; exit with its status."""
-    from triage.watch import WatchOptions
+    from triage.commands.watch import WatchOptions
 
     if retry is None and (until is not None or dry_run):
         raise TriageError("--until and --dry-run go with --retry N")
@@ -264,10 +257,10 @@ def run(
                         grace=grace, catalogue_dirs=[str(p) for p in catalogue or []], redact=not no_redact,
                         redact_ips=redact_ips)
     if retry is None:
-        from triage.run import run_command
+        from triage.commands.run import run_command
 
         raise typer.Exit(run_command(command or [], log, opts))
-    from triage.retry.loop import plan_from_log, retry_command
+    from triage.commands.retry.loop import plan_from_log, retry_command
 
     if dry_run:
         if log is None:
@@ -284,9 +277,9 @@ def new(
     catalogue: CatalogueOpt = None,
 ) -> None:
     """Write a catalogue signature skeleton for an unknown failure (fill in its TODOs)."""
-    from triage.pipeline import analyze as run
-    from triage.redact import redact_report
-    from triage.skeleton import first_unknown, skeleton
+    from triage.commands.new import first_unknown, skeleton
+    from triage.pipeline.analyze import analyze as run
+    from triage.pipeline.redact import redact_report
 
     # the excerpt becomes a catalogue example, which gets committed and shared: no secrets
     report = redact_report(run(log, _load(catalogue)))

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from triage.catalogue.expansion import PatternTooLarge, check_expansion
 from triage.catalogue.models import SignatureSpec, WorkaroundSpec
-from triage.errors import CatalogueError
+from triage.core.errors import CatalogueError
 
 try:
     _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]

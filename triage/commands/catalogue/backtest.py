@@ -1,0 +1,345 @@
+"""`triage catalogue backtest`: the full pipeline on every case of a labelled corpus, scored.
+
+A case is a log excerpt from a public thread (`cases/<id>.log`) and its label (`cases/<id>.yaml`,
+format in tests/corpus/README.md). Each case is scored on what an on-call engineer gets from the
+report: was a failure found, was its exception named, did a catalogue signature recognise it, was it
+the right one, and was the workaround the thread confirmed offered. `--against` runs a second
+catalogue over the same cases and lists the cases whose outcome changed, so a reviewer sees what an
+entry gains and breaks before it is merged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from triage.core.errors import TriageError
+
+METRICS = ("detected", "exception", "recognised", "right1", "fix1", "fixany", "clean")
+METRIC_TITLES = {
+    "detected": "failure detected",
+    "exception": "exception named",
+    "recognised": "recognised by a signature",
+    "right1": "right signature at rank 1",
+    "fix1": "workaround offered at rank 1",
+    "fixany": "workaround offered at any rank",
+    "clean": "healthy logs clean",
+}
+MISS_CAUSES = ("nothing detected", "detected, not recognised", "wrong signature",
+               "right signature, workaround missing", "healthy log not clean")
+
+
+class LabelledFix(BaseModel):
+    flags: list[str] = Field(default_factory=list)
+    remove_flags: list[str] = Field(default_factory=list)
+    env: list[str] = Field(default_factory=list)
+    note: str | None = None
+
+
+class CaseLabel(BaseModel):
+    id: str
+    source: str
+    engine: str
+    kind: Literal["crash", "healthy"]
+    split: Literal["dev", "test"]
+    version: str | None = None
+    where: str | None = None
+    exception: str | None = None
+    exception_type: str | None = None
+    failure_class: str = "unknown"
+    expected_signature: list[str] = Field(default_factory=list)
+    workaround: LabelledFix = Field(default_factory=LabelledFix)
+    fixed_in: str | None = None
+    note: str | None = None
+    label_confidence: str | None = None
+
+    @field_validator("expected_signature", mode="before")
+    @classmethod
+    def _ids(cls, v: object) -> list[str]:
+        if v is None or v == "unknown":
+            return []
+        items = [v] if isinstance(v, str) else list(v)  # type: ignore[call-overload]
+        return [str(x) for x in items if str(x) != "unknown"]
+
+    @field_validator("version", "fixed_in", mode="before")
+    @classmethod
+    def _text(cls, v: object) -> object:
+        return str(v) if isinstance(v, (int, float)) else v
+
+
+class Case(BaseModel):
+    label: CaseLabel
+    log: str
+
+
+class Outcome(BaseModel):
+    """What the pipeline said about one case, reduced to what is scored."""
+
+    id: str
+    error: str | None = None
+    failures: int = 0
+    fatal: bool = False
+    exceptions: list[str] = Field(default_factory=list)
+    signatures: list[str] = Field(default_factory=list)  # findings, best first
+    crash_findings: int = 0
+    flags_top: list[str] = Field(default_factory=list)
+    env_top: list[str] = Field(default_factory=list)
+    flags_any: list[str] = Field(default_factory=list)
+    env_any: list[str] = Field(default_factory=list)
+
+
+class CaseScore(BaseModel):
+    id: str
+    engine: str
+    kind: str
+    split: str
+    scores: dict[str, bool] = Field(default_factory=dict)  # metric -> hit, for the metrics that apply
+    miss: str | None = None
+    top: str | None = None
+    expected: list[str] = Field(default_factory=list)
+
+
+class Tally(BaseModel):
+    hits: dict[str, int] = Field(default_factory=dict)
+    totals: dict[str, int] = Field(default_factory=dict)
+
+    def add(self, scores: dict[str, bool]) -> None:
+        for k, ok in scores.items():
+            self.totals[k] = self.totals.get(k, 0) + 1
+            self.hits[k] = self.hits.get(k, 0) + int(ok)
+
+    def percent(self, metric: str) -> float | None:
+        total = self.totals.get(metric, 0)
+        return 100.0 * self.hits.get(metric, 0) / total if total else None
+
+
+class Change(BaseModel):
+    id: str
+    split: str
+    original: str
+    new: str
+
+
+class BacktestResult(BaseModel):
+    corpus: str
+    split: str
+    cases: int
+    total: Tally
+    by_engine: dict[str, Tally]
+    misses: dict[str, list[str]]
+    scores: list[CaseScore]
+    changes: list[Change] | None = None
+    against: str | None = None
+    unchanged: int | None = None
+    errors: list[str] = Field(default_factory=list)
+
+
+# ---- loading -----------------------------------------------------------------------------------
+
+def load_cases(corpus: str | Path, split: str = "all") -> list[Case]:
+    root = Path(corpus)
+    folder = root / "cases" if (root / "cases").is_dir() else root
+    if not folder.is_dir():
+        raise TriageError(f"{corpus}: not a corpus directory (expected cases/<id>.yaml and cases/<id>.log)")
+    cases: list[Case] = []
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            label = CaseLabel.model_validate(raw)
+        except (OSError, yaml.YAMLError) as e:
+            raise TriageError(f"{path}: cannot read the label ({str(e).splitlines()[0]})") from None
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(x) for x in err["loc"])
+            raise TriageError(f"{path}: {field}: {err['msg']}") from None
+        log = path.with_suffix(".log")
+        if not log.is_file():
+            raise TriageError(f"{path}: no log beside it ({log.name})")
+        if split != "all" and label.split != split:
+            continue
+        cases.append(Case(label=label, log=str(log)))
+    if not cases:
+        raise TriageError(f"{corpus}: no cases{'' if split == 'all' else f' in the {split} split'}")
+    return cases
+
+
+# ---- running -----------------------------------------------------------------------------------
+
+_FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_-]*")
+_WORKER_CATALOGUE = None
+
+
+def _norm_flags(items: Iterable[str]) -> set[str]:
+    return {m.lower().replace("_", "-") for item in items for m in _FLAG.findall(str(item))}
+
+
+def _env_names(items: Iterable[str]) -> set[str]:
+    return {str(i).split("=", 1)[0].strip() for i in items if str(i).strip()}
+
+
+def _init_worker(roots: list[str], builtin: bool) -> None:
+    global _WORKER_CATALOGUE
+    from triage.catalogue.load import load_catalogue
+
+    _WORKER_CATALOGUE = load_catalogue(roots, builtin=builtin)
+
+
+def _outcome(case_id: str, log: str) -> Outcome:
+    from triage.pipeline.analyze import analyze
+
+    try:
+        report = analyze(log, catalogue=_WORKER_CATALOGUE)
+    except TriageError as e:
+        return Outcome(id=case_id, error=str(e))
+    out = Outcome(id=case_id, failures=len(report.failures), fatal=report.exit_code == 1)
+    out.exceptions = sorted({f.exception.split(".")[-1] for f in report.failures}
+                            | {c.exception.split(".")[-1] for f in report.failures for c in f.chain})
+    out.signatures = [f.signature for f in report.findings]
+    out.crash_findings = sum(1 for f in report.findings if f.severity in ("crash", "hang"))
+    flags_any: set[str] = set()
+    env_any: set[str] = set()
+    for i, finding in enumerate(report.findings):
+        fl: set[str] = set()
+        en: set[str] = set()
+        for w in finding.workarounds:
+            fl |= _norm_flags(w.flags) | _norm_flags(w.remove_flags)
+            en |= _env_names(w.env)
+        if i == 0:
+            out.flags_top, out.env_top = sorted(fl), sorted(en)
+        flags_any |= fl
+        env_any |= en
+    out.flags_any, out.env_any = sorted(flags_any), sorted(env_any)
+    return out
+
+
+def run_cases(cases: list[Case], roots: list[str], builtin: bool, jobs: int = 0) -> dict[str, Outcome]:
+    workers = jobs or (os.cpu_count() or 1)
+    if workers == 1 or len(cases) < 4:
+        _init_worker(roots, builtin)
+        return {c.label.id: _outcome(c.label.id, c.log) for c in cases}
+    with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(roots, builtin)) as pool:
+        results = pool.map(_outcome, [c.label.id for c in cases], [c.log for c in cases], chunksize=4)
+        return {o.id: o for o in results}
+
+
+# ---- scoring -----------------------------------------------------------------------------------
+
+def score(case: CaseLabel, out: Outcome) -> CaseScore:
+    s = CaseScore(id=case.id, engine=case.engine, kind=case.kind, split=case.split,
+                  top=out.signatures[0] if out.signatures else None, expected=case.expected_signature)
+    if case.kind == "healthy":
+        clean = out.error is None and not out.fatal and out.crash_findings == 0
+        s.scores["clean"] = clean
+        s.miss = None if clean else "healthy log not clean"
+        return s
+    sc = s.scores
+    sc["detected"] = out.failures > 0
+    if case.exception_type:
+        sc["exception"] = case.exception_type.split(".")[-1] in out.exceptions
+    sc["recognised"] = bool(out.signatures)
+    if case.expected_signature:
+        sc["right1"] = s.top in case.expected_signature
+    want_flags = _norm_flags(case.workaround.flags) | _norm_flags(case.workaround.remove_flags)
+    want_env = _env_names(case.workaround.env)
+    if want_flags or want_env:
+        sc["fix1"] = want_flags <= set(out.flags_top) and want_env <= set(out.env_top)
+        sc["fixany"] = want_flags <= set(out.flags_any) and want_env <= set(out.env_any)
+    if not sc["detected"] and not sc["recognised"]:
+        s.miss = "nothing detected"
+    elif not sc["recognised"]:
+        s.miss = "detected, not recognised"
+    elif sc.get("right1") is False:
+        s.miss = "wrong signature"
+    elif sc.get("fixany") is False:
+        s.miss = "right signature, workaround missing"
+    return s
+
+
+def _summary(o: Outcome | None) -> str:
+    if o is None:
+        return "-"
+    if o.error:
+        return f"error: {o.error}"
+    if o.signatures:
+        return o.signatures[0]
+    return "unknown failure" if o.failures else "nothing found"
+
+
+def backtest(corpus: str, split: str = "all", catalogue: list[str] | None = None,
+             against: str | None = None, jobs: int = 0) -> BacktestResult:
+    cases = load_cases(corpus, split)
+    outcomes = run_cases(cases, [str(c) for c in catalogue or []], True, jobs)
+    total = Tally()
+    by_engine: dict[str, Tally] = {}
+    misses: dict[str, list[str]] = {k: [] for k in MISS_CAUSES}
+    scores: list[CaseScore] = []
+    errors: list[str] = []
+    for c in cases:
+        o = outcomes[c.label.id]
+        if o.error:
+            errors.append(f"{c.label.id}: {o.error}")
+        s = score(c.label, o)
+        scores.append(s)
+        total.add(s.scores)
+        by_engine.setdefault(c.label.engine, Tally()).add(s.scores)
+        if s.miss:
+            misses[s.miss].append(c.label.id)
+    result = BacktestResult(corpus=str(corpus), split=split, cases=len(cases), total=total,
+                            by_engine=dict(sorted(by_engine.items())), misses=misses, scores=scores,
+                            errors=errors)
+    if against:
+        root, cleanup = _catalogue_root(against)
+        try:
+            before = run_cases(cases, [root], False, jobs)
+        finally:
+            if cleanup:
+                cleanup.cleanup()
+        result.against = against
+        result.changes = []
+        for c in cases:
+            old, new = _summary(before.get(c.label.id)), _summary(outcomes[c.label.id])
+            old_s, new_s = score(c.label, before[c.label.id]), score(c.label, outcomes[c.label.id])
+            if old != new or old_s.scores != new_s.scores:
+                result.changes.append(Change(id=c.label.id, split=c.label.split, original=old, new=new))
+        result.unchanged = len(cases) - len(result.changes)
+    return result
+
+
+def _catalogue_root(ref: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
+    """A catalogue directory, or a git revision of this repository's catalogue checked out to a
+    temporary directory (signatures/ and workarounds/ only)."""
+    if Path(ref).is_dir():
+        return ref, None
+    from triage.catalogue.load import builtin_dirs
+
+    repo = next((d for d in builtin_dirs() if (d / ".git").exists()), None)
+    if repo is None:
+        raise TriageError(f"--against {ref}: not a directory, and the catalogue is not in a git checkout")
+    tmp = tempfile.TemporaryDirectory(prefix="triage-against-")
+    try:
+        archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", ref, "signatures", "workarounds"],
+                                 capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", tmp.name], input=archive.stdout, capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        tmp.cleanup()
+        detail = e.stderr.decode(errors="replace").strip().splitlines()[0] if getattr(e, "stderr", None) else str(e)
+        raise TriageError(f"--against {ref}: not a directory or a git revision of the catalogue ({detail})") from None
+    return tmp.name, tmp
+
+
+def failed_thresholds(result: BacktestResult, minimums: dict[str, float]) -> list[str]:
+    failed = []
+    for metric, floor in minimums.items():
+        pct = result.total.percent(metric)
+        if pct is not None and pct < floor:
+            failed.append(f"{metric} {pct:.1f}% < {floor:g}%")
+    return failed

@@ -1,0 +1,250 @@
+"""`triage catalogue check`: lint every entry, then run every example through the pipeline.
+
+Checks: schema (file, line, field), unique ids, workaround references resolve, regexes
+compile, every pattern carries one of its keywords (so the prefilter can never hide a
+match), no pattern backtracks catastrophically, workaround flags exist in the engine's CLI,
+every workaround says whether `triage run --retry` may apply it unattended (`auto:`), and each
+signature's examples produce (or, for near misses, do not produce) its finding.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import regex
+
+from triage.catalogue.flags import flag_index, flag_name
+from triage.catalogue.load import (
+    Catalogue,
+    Signature,
+    _add_sig,
+    _add_wk,
+    _yaml_files,
+    builtin_dirs,
+    line_with,
+    load_signature,
+    load_workaround,
+)
+from triage.core.errors import CatalogueError
+
+# Nested quantifiers such as (a+)+ or (\w*)* and adjacent unbounded wildcards: the shapes
+# that make backtracking engines explode.
+_NESTED = regex.compile(r"\((?:[^()\\]|\\.)*[+*}]\)[+*{]")
+_DOUBLE_WILD = regex.compile(r"\.[*+]\??\s*\.[*+]")
+ADVERSARIAL_TIMEOUT = 0.25
+
+
+def literal_of(pattern: str) -> str:
+    """Pattern source with escapes of punctuation undone, for the keyword check."""
+    return regex.sub(r"\\([^A-Za-z0-9])", r"\1", pattern)
+
+
+def pattern_problems(sig: Signature) -> list[str]:
+    out = []
+    spec = sig.spec
+    for src, rx in zip(spec.patterns, sig.patterns, strict=True):
+        lit = literal_of(src)
+        if not any(k in lit for k in spec.keywords):
+            out.append(f"pattern {src!r} contains none of the keywords {spec.keywords}: the prefilter could hide its matches")
+        if src.lstrip("(?:").startswith("^"):
+            out.append(f"pattern {src!r} is anchored with ^, but lines keep their prefixes")
+        if _NESTED.search(src):
+            out.append(f"pattern {src!r} has a nested quantifier that can backtrack catastrophically")
+        if _DOUBLE_WILD.search(src):
+            out.append(f"pattern {src!r} has two adjacent wildcards that can backtrack catastrophically")
+        # dynamic probe: the keyword followed by a long run that almost matches
+        for k in spec.keywords[:2]:
+            probe = k + (" a" * 20000) + "\x00"
+            t0 = time.perf_counter()
+            try:
+                rx.search(probe, timeout=ADVERSARIAL_TIMEOUT)
+            except TimeoutError:
+                out.append(f"pattern {src!r} took over {ADVERSARIAL_TIMEOUT}s on a 40 kB line")
+                break
+            if time.perf_counter() - t0 > ADVERSARIAL_TIMEOUT:
+                out.append(f"pattern {src!r} is slow on a 40 kB line")
+                break
+    return out
+
+
+def todo_problems(sig: Signature) -> list[str]:
+    """Fields that still say TODO (a `triage new` skeleton not yet filled in). Match examples
+    are real log text and are not looked at."""
+    out = []
+    data = sig.spec.model_dump(exclude={"examples": {"match"}})
+    stack: list[tuple[str, object]] = [(k, v) for k, v in data.items()]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str) and "TODO" in v:
+            out.append(f"field '{where}' still says TODO: fill it in before adding the entry")
+        elif isinstance(v, dict):
+            stack.extend((f"{where}.{k}", x) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((f"{where}.{i}", x) for i, x in enumerate(v))
+    return sorted(out)
+
+
+def hyperscan_rejects(cat: Catalogue) -> list[str]:
+    try:
+        import hyperscan  # type: ignore[import-not-found]
+    except ImportError:
+        return []
+    out = []
+    for s in cat.signatures.values():
+        for p in s.spec.patterns:
+            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            try:
+                db.compile(expressions=[p.encode()], ids=[0], elements=1, flags=[hyperscan.HS_FLAG_ALLOWEMPTY])
+            except Exception:  # noqa: BLE001 - hyperscan raises its own error type
+                out.append(f"{s.spec.id}: {p[:70]}")
+    return out
+
+
+def _flag_problems(cat: Catalogue) -> list[tuple[str, str]]:
+    out = []
+    for wid, w in cat.workarounds.items():
+        path = cat.workaround_paths[wid]
+        if w.engine == "any" and (w.flags.add or w.flags.remove):
+            out.append((path, f"{wid}: engine 'any' cannot carry flags; give the engine the flags belong to"))
+            continue
+        idx = flag_index(w.engine) if w.engine != "any" else None
+        for f in w.flags.add + w.flags.remove:
+            if idx is None:
+                out.append((path, f"{wid}: no flag list for engine {w.engine!r} to check {flag_name(f)} against"))
+            elif not idx.exists(f):
+                out.append((path, f"{wid}: flag {flag_name(f)} does not exist in {w.engine}'s CLI"))
+    return out
+
+
+def _auto_problems(cat: Catalogue) -> list[tuple[str, str]]:
+    """The loader takes a missing `auto:` as false so that an older entry still loads; the check
+    insists on an explicit answer, so that nobody gets the unattended behaviour by omission."""
+    return [(f"{cat.workaround_paths[wid]}:1", f"{wid}: missing 'auto: true|false' (may `triage run --retry` "
+             "apply it unattended? true only for a pure flag or env change that is safe to apply blindly)")
+            for wid, w in cat.workarounds.items() if w.auto is None]
+
+
+ENGINES_OF_ANY = ("sglang", "vllm")  # an engine-any crash must help at least the two main engines
+
+
+def _depth_problems(cat: Catalogue) -> list[tuple[str, str]]:
+    """Every signature says what the proper fix is, and a crash offers a change for each
+    engine it covers (or says why there is none): the two questions on-call asks first."""
+    out = []
+    for sid, s in cat.signatures.items():
+        spec = s.spec
+        if not (spec.fixed_in or spec.affects or spec.open_issue or spec.no_upstream_fix):
+            out.append((s.path, f"{sid}: no proper fix stated: give fixed_in (release or merged PR), affects "
+                                "(the affected versions), open_issue (the upstream thread), or no_upstream_fix (why none)"))
+        if spec.severity not in ("crash", "hang") or spec.no_workaround:
+            continue
+        engines = ENGINES_OF_ANY if spec.engine == "any" else (spec.engine,)
+        applies = {w.engine for wid in spec.workarounds if (w := cat.workarounds.get(wid)) is not None}
+        universal = applies & {"any", "docker"}
+        missing = [e for e in engines if e not in applies and not universal]
+        if missing:
+            out.append((s.path, f"{sid}: no workaround for {', '.join(missing)} (add one, or say why none exists "
+                                "in no_workaround)"))
+    return out
+
+
+def _run_examples(cat: Catalogue) -> tuple[int, list[tuple[str, str]]]:
+    from triage.pipeline.analyze import Options, analyze_text
+
+    n = 0
+    out = []
+    opts = Options(prefer_hyperscan=True, keep_generic=True)
+    for sid, s in cat.signatures.items():
+        for i, text in enumerate(s.spec.examples.match):
+            n += 1
+            rep = analyze_text(text, cat, name=f"{sid}:match[{i}]", options=opts)
+            if not any(f.signature == sid for f in rep.findings):
+                got = ", ".join(f.signature for f in rep.findings) or "nothing"
+                out.append((s.path, f"{sid}: examples.match[{i}] does not produce this signature (got {got})"))
+        for i, text in enumerate(s.spec.examples.no_match):
+            n += 1
+            rep = analyze_text(text, cat, name=f"{sid}:no_match[{i}]", options=opts)
+            if any(f.signature == sid for f in rep.findings):
+                out.append((s.path, f"{sid}: examples.no_match[{i}] is matched, but must not be"))
+    return n, out
+
+
+def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tuple[int, str]:
+    roots = [Path(d) for d in dirs] if dirs else builtin_dirs()
+    roots += [Path(d) for d in extra]
+    problems: list[tuple[str, str]] = []
+    cat = Catalogue(dirs=[str(r) for r in roots])
+    for root in roots:
+        if not root.is_dir():
+            problems.append((str(root), "catalogue directory not found"))
+            continue
+        has_sig, has_wk = (root / "signatures").is_dir(), (root / "workarounds").is_dir()
+        if has_sig or has_wk:
+            wk_files = _yaml_files(root / "workarounds") if has_wk else []
+            sig_files = _yaml_files(root / "signatures") if has_sig else []
+            mixed: list[Path] = []
+        else:
+            wk_files, sig_files, mixed = [], [], _yaml_files(root)
+        for f in wk_files:
+            try:
+                _add_wk(cat, load_workaround(f), f)
+            except CatalogueError as e:
+                problems.append((str(f), str(e)))
+        for f in mixed:
+            try:
+                from triage.catalogue.load import read_yaml
+
+                data, _ = read_yaml(f)
+                if isinstance(data, dict) and "patterns" in data:
+                    sig_files.append(f)
+                else:
+                    _add_wk(cat, load_workaround(f), f)
+            except CatalogueError as e:
+                problems.append((str(f), str(e)))
+        for f in sig_files:
+            try:
+                _add_sig(cat, load_signature(f))
+            except CatalogueError as e:
+                problems.append((str(f), str(e)))
+    # a user's catalogue may reference the built-in workarounds
+    if dirs and not any(Path(d).resolve() in [b.resolve() for b in builtin_dirs()] for d in dirs):
+        try:
+            from triage.catalogue.load import load_catalogue
+
+            base = load_catalogue()
+            for wid, w in base.workarounds.items():
+                if wid not in cat.workarounds:
+                    cat.workarounds[wid] = w
+                    cat.workaround_paths[wid] = base.workaround_paths[wid]
+        except CatalogueError as e:
+            problems.append(("built-in catalogue", str(e)))
+    for s in cat.signatures.values():
+        for w in s.spec.workarounds:
+            if w not in cat.workarounds:
+                problems.append((f"{s.path}:{line_with(s.path, w)}", f"{s.spec.id}: unknown workaround id {w!r}"))
+        for p in pattern_problems(s):
+            problems.append((s.path, f"{s.spec.id}: {p}"))
+        problems.extend((s.path, f"{s.spec.id}: {p}") for p in todo_problems(s))
+    problems.extend(_flag_problems(cat))
+    problems.extend(_auto_problems(cat))
+    problems.extend(_depth_problems(cat))
+    n_examples = 0
+    if not any("unknown workaround" in p for _, p in problems):
+        n_examples, ex_problems = _run_examples(cat)
+        problems.extend(ex_problems)
+    lines = []
+    for path, msg in problems:
+        lines.append(f"FAIL {msg if msg.startswith(path) else f'{path}: {msg}'}")
+    if verbose:
+        rejects = hyperscan_rejects(cat)
+        if rejects:
+            lines.append(f"note: {len(rejects)} pattern(s) Hyperscan cannot compile; they are confirmed on keyword hits by `regex`:")
+            lines.extend(f"  {r}" for r in rejects)
+    engines: dict[str, int] = {}
+    for s in cat.signatures.values():
+        engines[s.spec.engine] = engines.get(s.spec.engine, 0) + 1
+    spread = ", ".join(f"{k} {v}" for k, v in sorted(engines.items()))
+    lines.append(f"{len(cat.signatures)} signatures ({spread}), {len(cat.workarounds)} workarounds, "
+                 f"{n_examples} examples run: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
+    return len(problems), "\n".join(lines) + "\n"

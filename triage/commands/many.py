@@ -1,0 +1,121 @@
+"""Many logs at once: analysed in parallel across cores, failures grouped across logs.
+
+Logs of the hosts of one deployment usually show the same crash; the summary groups
+failures by the specific signature that explains them, else by fingerprint, with how often,
+in which logs, and when it was first and last seen.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from triage.catalogue.load import Catalogue
+from triage.core.models import Report
+from triage.pipeline.analyze import Options, analyze
+
+_CAT: Catalogue | None = None
+_OPTS: Options | None = None
+
+
+class Group(BaseModel):
+    key: str  # signature id, or "fingerprint:<hash>"
+    title: str
+    signature: str | None = None
+    fingerprint: str | None = None
+    count: int = 0  # failures (one per log and distinct failure)
+    logs: list[str] = Field(default_factory=list)
+    ranks: int = 0
+    first_seen: str | None = None
+    last_seen: str | None = None
+
+
+class Summary(BaseModel):
+    logs: int
+    failed: int
+    groups: list[Group]
+    errors: dict[str, str] = Field(default_factory=dict)  # log -> why it could not be read
+
+
+def _one(path: str) -> tuple[str, Report | None, str | None]:
+    from triage.core.errors import TriageError
+
+    assert _CAT is not None and _OPTS is not None
+    try:
+        return path, analyze(path, _CAT, _OPTS), None
+    except TriageError as e:
+        return path, None, str(e)
+
+
+def analyze_many(paths: list[str], cat: Catalogue, opts: Options, jobs: int = 0) -> tuple[list[Report], dict[str, str]]:
+    """Reports in input order; unreadable logs are reported, not fatal for the others."""
+    global _CAT, _OPTS
+    _CAT = cat
+    jobs = jobs or (os.cpu_count() or 1)
+    # one file per process; the byte-range split is for one big file only
+    _OPTS = Options(**{**opts.__dict__, "workers": 1}) if len(paths) > 1 and jobs > 1 else opts
+    results: list[tuple[str, Report | None, str | None]]
+    if len(paths) > 1 and jobs > 1 and "-" not in paths:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(min(jobs, len(paths))) as pool:
+            results = pool.map(_one, paths, chunksize=max(1, len(paths) // (jobs * 8)))
+    else:
+        results = [_one(p) for p in paths]
+    reports = [r for _, r, _ in results if r is not None]
+    errors = {p: e for p, _, e in results if e is not None}
+    return reports, errors
+
+
+def summarise(reports: list[Report], errors: dict[str, str] | None = None) -> Summary:
+    groups: dict[str, Group] = {}
+    for rep in reports:
+        specific = {x.failure: x for x in rep.findings if x.failure is not None and not x.generic and not x.unlikely}
+        for i, f in enumerate(rep.failures):
+            finding = specific.get(i)
+            if finding is not None:
+                key, title = finding.signature, finding.title
+            else:
+                key, title = f"fingerprint:{f.fingerprint}", f"{f.exception}: {f.message}"[:160]
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = Group(key=key, title=title, signature=finding.signature if finding else None,
+                                        fingerprint=None if finding else f.fingerprint)
+            g.count += 1
+            g.ranks += max(1, len(f.ranks))
+            if rep.source not in g.logs:
+                g.logs.append(rep.source)
+            when = f.time or rep.timeline.crash_time
+            if when:
+                g.first_seen = min(g.first_seen or when, when)
+                g.last_seen = max(g.last_seen or when, when)
+    ordered = sorted(groups.values(), key=lambda g: (-len(g.logs), -g.count, g.key))
+    return Summary(logs=len(reports) + len(errors or {}), failed=sum(1 for r in reports if r.failures),
+                   groups=ordered, errors=errors or {})
+
+
+def summary_markdown(s: Summary) -> str:
+    from triage.render.markdown import inline
+
+    out = [f"# Triage: {s.logs} logs, {s.failed} with a failure", ""]
+    if s.groups:
+        out += ["| failure | logs | failures | ranks | first seen | last seen |", "|---|---:|---:|---:|---|---|"]
+        for g in s.groups:
+            name = f"`{g.signature}` {inline(g.title)}" if g.signature else f"unknown `{g.fingerprint}`: {inline(g.title)}"
+            out.append(f"| {name} | {len(g.logs)} | {g.count} | {g.ranks} | {g.first_seen or ''} | {g.last_seen or ''} |")
+        out.append("")
+        for g in s.groups:
+            shown = ", ".join(inline(x) for x in g.logs[:12]) + (f" and {len(g.logs) - 12} more" if len(g.logs) > 12 else "")
+            out.append(f"- `{g.key}`: {shown}")
+        out.append("")
+    else:
+        out += ["No failure in any log.", ""]
+    for path, err in s.errors.items():
+        out.append(f"- could not analyse {inline(path)}: {inline(err)}")
+    return "\n".join(out) + "\n"
+
+
+def summary_dict(s: Summary) -> dict[str, Any]:
+    return s.model_dump(mode="json")

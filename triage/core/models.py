@@ -1,0 +1,216 @@
+"""The Report shape handed from the pipeline to the renderers (and to library users).
+
+Field names used by the JSON contract (`failures`, `findings`, `exception`, `message`,
+`line`, `ranks`, `fingerprint`, `signature`, `title`, `confidence`, `severity`,
+`workarounds` with `id`/`flags`/`remove_flags`/`env`/`cost`, `evidence` with
+`line`/`text`) are stable: scripts depend on them. Add fields, never rename.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Evidence(BaseModel):
+    line: int
+    text: str
+    source: str | None = None
+
+
+class Frame(BaseModel):
+    file: str
+    line: int | None = None
+    function: str | None = None
+    code: str | None = None
+
+
+class ExceptionInfo(BaseModel):
+    exception: str
+    message: str = ""
+
+
+class Failure(BaseModel):
+    """One distinct failure; the same traceback printed by N ranks is one Failure."""
+
+    kind: str  # traceback | nccl | cuda | segfault | oom-kill | sigquit | engine-fatal | ...
+    exception: str
+    message: str = ""
+    line: int  # where the failure starts (a traceback's header line)
+    exception_line: int | None = None  # the line that names the exception
+    end_line: int | None = None
+    ranks: list[str] = Field(default_factory=list)
+    first_rank: str | None = None
+    fingerprint: str = ""
+    cause: ExceptionInfo | None = None
+    chain: list[ExceptionInfo] = Field(default_factory=list)
+    frames: list[Frame] = Field(default_factory=list)
+    raw: list[Evidence] = Field(default_factory=list)
+    followed_by: list[Evidence] = Field(default_factory=list)
+    source: str | None = None
+    phase: str | None = None
+    time: str | None = None  # timestamp of its first line, as the log prints it
+    hints: list[Workaround] = Field(default_factory=list)  # the engine's own suggestions
+    # process-level (the process or engine died of it) or request-level (the server went on
+    # serving after it); only process-level failures make `analyze` exit 1
+    fatal: bool = True
+    severity_reason: str | None = None
+    count: int = 1  # how many times this failure was printed (request-level errors repeat)
+    last_line: int | None = None  # where it was printed last, when it was printed more than once
+
+
+class Workaround(BaseModel):
+    id: str
+    title: str
+    flags: list[str] = Field(default_factory=list)
+    remove_flags: list[str] = Field(default_factory=list)
+    env: list[str] = Field(default_factory=list)
+    action: str | None = None
+    cost: str = ""
+    status: str = "recommended"  # recommended | already-applied | renamed | conflicting
+    note: str | None = None
+    measured_cost: str | None = None
+    source: str = "catalogue"  # catalogue | engine-hint
+
+
+Failure.model_rebuild()
+
+
+class Debug(BaseModel):
+    env: list[str] = Field(default_factory=list)
+    note: str | None = None
+
+
+class Finding(BaseModel):
+    signature: str
+    title: str
+    confidence: float
+    severity: str
+    engine: str
+    explanation: str = ""
+    workarounds: list[Workaround] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+    failure: int | None = None  # index into Report.failures
+    fixed_in: str | None = None
+    affects: str | None = None
+    open_issue: str | None = None  # not fixed upstream yet: the thread that tracks it
+    no_upstream_fix: str | None = None  # no upstream fix is coming: why (configuration, hardware ...)
+    references: list[str] = Field(default_factory=list)
+    debug: Debug | None = None
+    why: list[str] = Field(default_factory=list)
+    unlikely: str | None = None
+    generic: bool = False  # a wrapper many causes share: the failure is still effectively unknown
+    # the signature's defining evidence that this log lacks (its frames, its engine): such a
+    # finding never ranks above one whose evidence is complete
+    incomplete: str | None = None
+    source: str | None = None  # the log it was found in (several logs: `failure` indexes that log's list)
+
+
+class LoadFigures(BaseModel):
+    line: int
+    time: str | None = None
+    running: int | None = None
+    queued: int | None = None
+    token_usage: float | None = None
+    throughput: float | None = None
+    cuda_graph: bool | None = None
+
+
+class PhaseSpan(BaseModel):
+    name: str
+    line: int
+    time: str | None = None
+    seconds: float | None = None  # until the next phase began
+
+
+class Timeline(BaseModel):
+    first_line: int | None = None
+    first_time: str | None = None
+    weights_loaded: Evidence | None = None
+    cuda_graphs: Evidence | None = None
+    ready: Evidence | None = None
+    ready_seconds: float | None = None
+    crash: Evidence | None = None
+    crash_time: str | None = None
+    last_load: LoadFigures | None = None
+    peak_running: LoadFigures | None = None
+    phase_at_crash: str | None = None
+    prefix_cache: dict[str, float] | None = None
+    phases: list[PhaseSpan] = Field(default_factory=list)  # the first start, up to ready
+    kv_cache_tokens: int | None = None
+
+
+class Environment(BaseModel):
+    engine: str | None = None
+    version: str | None = None
+    model: str | None = None
+    tp_size: int | None = None
+    dp_size: int | None = None
+    pp_size: int | None = None
+    attention_backend: str | None = None
+    kv_cache_dtype: str | None = None
+    quantization: str | None = None
+    gpu: str | None = None  # the GPU model, when a line names it
+    gpu_memory_gib: float | None = None
+    gpu_count: int | None = None  # from the parallel sizes, or the highest GPU index seen
+    cuda_graph: str | None = None
+    prefix_cache: str | None = None
+    config_line: int | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+    launch_settings: dict[str, Any] = Field(default_factory=dict, exclude=True)  # from the launch args only
+    launch_command: str | None = None
+    # the launch arguments rebuilt from the printed configuration, non-default values only and
+    # without the program words (recommend stage); kept out of the JSON like launch_settings
+    launch_args: list[str] = Field(default_factory=list, exclude=True)
+
+
+class PhaseDelta(BaseModel):
+    name: str
+    seconds: float | None = None
+    baseline_seconds: float | None = None
+    slower: bool = False
+
+
+class NovelLine(BaseModel):
+    template: str
+    count: int
+    line: int  # first occurrence in this log
+
+
+class BaselineComparison(BaseModel):
+    source: str
+    ready_seconds: float | None = None
+    baseline_ready_seconds: float | None = None
+    slower: bool = False
+    phases: list[PhaseDelta] = Field(default_factory=list)
+    novel: list[NovelLine] = Field(default_factory=list)
+
+
+class Report(BaseModel):
+    source: str
+    sources: list[str] = Field(default_factory=list)
+    lines: int = 0
+    bytes: int = 0
+    environment: Environment = Field(default_factory=Environment)
+    timeline: Timeline = Field(default_factory=Timeline)
+    failures: list[Failure] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    patched_command: str | None = None
+    baseline: BaselineComparison | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if any(f.fatal for f in self.failures):
+            return 1
+        return 1 if any(f.severity in ("crash", "hang") and f.failure is None and f.unlikely is None
+                        for f in self.findings) else 0
+
+    @property
+    def fatal_failures(self) -> list[Failure]:
+        return [f for f in self.failures if f.fatal]
+
+    @property
+    def request_failures(self) -> list[Failure]:
+        return [f for f in self.failures if not f.fatal]

@@ -1,0 +1,225 @@
+"""read -> scan -> parse -> match -> recommend: one log in, one Report out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from triage.catalogue.load import Catalogue, load_catalogue
+from triage.core.load_summary import LoadSummary
+from triage.core.models import Evidence, Failure, LoadFigures, Report, Timeline
+from triage.pipeline.hints import hints_for
+from triage.pipeline.match import finding_rank
+from triage.pipeline.parse.config import extract
+from triage.pipeline.parse.environment import build_environment
+from triage.pipeline.parse.failures import build_failures, collect_lines, spans_of
+from triage.pipeline.parse.lines import parse_line
+from triage.pipeline.parse.markers import EXC_NAME, find_markers
+from triage.pipeline.parse.severity import classify
+from triage.pipeline.parse.timeline import build_timeline, load_figures
+from triage.pipeline.parse.traceback import parse_tracebacks
+from triage.pipeline.read import is_regular, iter_chunks, open_source
+from triage.pipeline.scan import Prefilter, ScanResult, scan
+
+
+@dataclass
+class Options:
+    version: str | None = None
+    command: str | None = None
+    prefer_hyperscan: bool = True
+    workers: int = 0  # processes for one big file; 0: one per core
+    keep_generic: bool = False  # keep generic findings that a specific one already explains
+
+
+_PREFILTERS: dict[tuple[frozenset[str], bool], Prefilter] = {}
+
+
+def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True) -> Prefilter:
+    """The compiled prefilter for a catalogue's keywords (compiled once per process).
+
+    Keyed by the keywords themselves, not the catalogue object: an id() can be reused by a
+    later, different catalogue once the first is gone."""
+    from triage.core import vocabulary as anchors
+
+    keywords = frozenset(cat.keywords())
+    key = (keywords, prefer_hyperscan)
+    if key not in _PREFILTERS:
+        words = set(keywords) | set(anchors.WINDOW) | set(anchors.LINE)
+        _PREFILTERS[key] = Prefilter(words, prefer_hyperscan=prefer_hyperscan, flagged=keywords)
+    return _PREFILTERS[key]
+
+
+def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
+    import io
+    import os
+
+    from triage.pipeline.scan import scan_file
+
+    pf = prefilter_for(cat, opts.prefer_hyperscan)
+    with open_source(path) as fh:
+        plain = is_regular(fh)  # a pipe, FIFO, .gz or UTF-16 log is one stream, without a total
+        workers = opts.workers or (os.cpu_count() or 1)
+        if plain and workers > 1:
+            res = scan_file(path, pf, workers)
+            if res is not None:
+                return res
+        from triage.core.progress import Progress
+        from triage.pipeline.read import file_size
+
+        progress = Progress(file_size(path) if plain else None, "scanning")
+        from triage.pipeline.read import Prefetch, iter_spans
+
+        decoded = not isinstance(fh, (io.BufferedReader, io.FileIO))
+        src = Prefetch(fh) if decoded else fh
+        return scan(progress.wrap(iter_spans(src, name=path)), pf)
+
+
+def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | None = None) -> Report:
+    """The stages in order, over one store of parsed lines: each runs once, on what the one
+    before it produced."""
+    from triage.pipeline.match import MatchContext, match
+    from triage.pipeline.recommend import recommend
+
+    opts = opts or Options()
+    lines = collect_lines(res.lines)
+    by_no = {ln.no: ln for ln in lines}
+    tracebacks = parse_tracebacks(lines)
+    markers = find_markers(lines, spans_of(tracebacks))
+    failures = build_failures(tracebacks, markers, source=name)
+    _count_repeats(res, failures)
+    cfg = extract(lines)
+    env = build_environment(lines, cfg, opts.version, failures)
+    if opts.command:
+        env.launch_command = opts.command
+    report = Report(source=name, sources=[name], lines=res.total_lines, bytes=res.total_bytes,
+                    environment=env, failures=failures)
+    ctx = MatchContext(lines=lines, failures=failures, env=env, keyword_lines=res.keyword_lines,
+                       keep_generic=opts.keep_generic)
+    report.findings = match(cat, ctx)
+    report.notes.extend(ctx.notes)
+    if res.capped:
+        report.notes.append("cap on kept lines hit: the log has more distinct error and traceback lines than a "
+                            f"report can use; {len(res.lines):,} were kept, from the start and the end of the log, "
+                            "and new ones in between skipped")
+    _failures_from_findings(report, by_no)
+    classify(report.failures, lines, res.last_serving)
+    _order_failures(report)
+    messages = {no: ln.message for no, ln in by_no.items()}
+    for f in report.failures:
+        f.hints = hints_for(f, env.engine, env.version, messages)
+    # the load the server was under when it died, else over the whole log
+    load = res.load_before_failure if report.fatal_failures and res.load_before_failure else res.load
+    report.timeline = _timeline(res, lines, by_no, report.failures, load)
+    for x in report.findings:
+        x.source = name
+    recommend(report, cat, load)
+    return report
+
+
+def _count_repeats(res: ScanResult, failures: list[Failure]) -> None:
+    """Tracebacks the scan saw more often than it kept (identical request errors, thousands of
+    them in a noisy log) count towards the failure their kept copy became: the first failure
+    (in line order) whose lines hold the header, found by bisection over the running maximum
+    of their last lines."""
+    import bisect
+    from itertools import accumulate
+
+    starts = [f.line for f in failures]  # build_failures returns them in line order
+    reach = list(accumulate((max(f.end_line or f.line, f.line) for f in failures), max))
+    for header, key in res.window_keys.items():
+        more = res.repeats.get(key)
+        if more is None:
+            continue
+        i = bisect.bisect_left(reach, header)  # the first failure reaching down to the header
+        if i < bisect.bisect_right(starts, header):
+            f = failures[i]
+            f.count += more[0]
+            f.last_line = max(f.last_line or 0, more[1])
+
+
+def _timeline(res: ScanResult, lines: list, by_no: dict, failures: list[Failure], load: LoadSummary) -> Timeline:
+    """Built once the failures are final: the crash is the first process-level failure."""
+    fatal = [f for f in failures if f.fatal]
+    first = fatal[0] if fatal else None
+    timeline = build_timeline(lines, first.line if first else None)
+    if first is not None:
+        header = first.raw[0] if first.raw else Evidence(line=first.line, text=first.message)
+        timeline.crash = header
+        timeline.crash_time = by_no[header.line].ts if header.line in by_no else None
+        anchor = min(res.last_load, default=None, key=lambda k: abs(k - header.line)) if res.last_load else None
+        if anchor is not None and res.last_load[anchor][0] < header.line:
+            no, text = res.last_load[anchor]
+            ts = by_no[no].ts if no in by_no else parse_line(no, text).ts
+            timeline.last_load = load_figures(no, text, ts)
+        for f in failures:
+            f.phase = timeline.phase_at_crash if f is first else None
+    elif res.final_load is not None:
+        no, text = res.final_load
+        timeline.last_load = load_figures(no, text)
+    for f in failures:
+        f.time = by_no[f.line].ts if f.line in by_no else None
+    if load.peak_running:
+        timeline.peak_running = LoadFigures(line=load.peak_line or 0, running=load.peak_running)
+    hit = load.prefix_hit()
+    if hit is not None:
+        cached, total, rate = hit
+        timeline.prefix_cache = {"cached_tokens": float(cached), "prompt_tokens": float(total), "hit_rate": round(rate, 2)}
+    return timeline
+
+
+def _order_failures(report: Report) -> None:
+    """Process-level failures first (the one that ended the process is failure 1), then the
+    request-level ones; finding indices follow, and findings re-sort by their failure."""
+    order = sorted(range(len(report.failures)),
+                   key=lambda i: (not report.failures[i].fatal, report.failures[i].line))
+    remap = {old: new for new, old in enumerate(order)}
+    report.failures = [report.failures[i] for i in order]
+    for x in report.findings:
+        if x.failure is not None:
+            x.failure = remap[x.failure]
+    report.findings.sort(key=finding_rank(report.failures))
+
+
+def analyze(path: str, catalogue: Catalogue | None = None, options: Options | None = None,
+            extra_catalogues: list[str] | None = None) -> Report:
+    """Analyse one log file (or `-` for stdin); the same Report the CLI renders."""
+    cat = catalogue or load_catalogue(extra_catalogues)
+    opts = options or Options()
+    res = scan_source(path, cat, opts)
+    return analyze_scan(res, path, cat, opts)
+
+
+def analyze_text(text: str, catalogue: Catalogue, name: str = "<text>", options: Options | None = None) -> Report:
+    """Analyse an in-memory log (catalogue examples, tests)."""
+    import io
+
+    opts = options or Options()
+    pf = prefilter_for(catalogue, opts.prefer_hyperscan)
+    res = scan(iter_chunks(io.BytesIO(text.encode("utf-8")), name=name), pf)
+    return analyze_scan(res, name, catalogue, opts)
+
+
+def _failures_from_findings(report: Report, by_no: dict) -> None:
+    """A crash signature that matched a line outside any parsed failure marks a failure too:
+    the log says the server failed there even without a traceback (a warning before a cut-off
+    excerpt, an ERROR line, a status table)."""
+    import regex
+
+    from triage.core.fingerprint import fingerprint
+
+    exc_rx = regex.compile(r"(?:^|\s)(" + EXC_NAME + r")(?::\s?(.*))?$")
+    by_line: dict[int, int] = {}
+    for x in report.findings:
+        if x.failure is not None or x.severity not in ("crash", "hang") or x.unlikely or not x.evidence:
+            continue
+        ev = x.evidence[0]
+        if ev.line in by_line:
+            x.failure = by_line[ev.line]
+            continue
+        ln = by_no.get(ev.line) or parse_line(ev.line, ev.text)
+        m = exc_rx.search(ln.message)
+        exc, msg = (m.group(1), (m.group(2) or "").strip()) if m else ((ln.level or "Error").title(), ln.message.strip())
+        f = Failure(kind="log-line", exception=exc, message=msg, line=ev.line, exception_line=ev.line,
+                    end_line=ev.line, ranks=[ln.rank] if ln.rank else [], first_rank=ln.rank,
+                    fingerprint=fingerprint(exc, msg, []), raw=list(x.evidence), source=report.source)
+        report.failures.append(f)
+        x.failure = by_line[ev.line] = len(report.failures) - 1

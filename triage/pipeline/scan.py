@@ -1,0 +1,677 @@
+"""The single pass over the log: find every line any later stage could want.
+
+A literal prefilter (Hyperscan when installed, else one stdlib `re` alternation, both over
+raw bytes) finds lines holding a catalogue keyword or a structural anchor. Window anchors
+pull in the lines that follow them (traceback bodies). Frequent load lines ("Decode batch")
+are never visited one by one: each chunk is summarised with C-level scans, and the last
+load line before a failure anchor is kept. Nothing else of the log is decoded.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from triage.core import vocabulary as anchors
+from triage.core.load_summary import LoadSummary
+from triage.core.vocabulary import CONTENT_BYTES, FAILURE_HINTS
+
+_RUNNING_SGL = re.compile(rb"#running-req: (\d+)")
+_RUNNING_VLLM = re.compile(rb"Running: (\d+) reqs")
+_PREFILL = re.compile(rb"#new-token: (\d+), #cached-token: (\d+)")
+_VLLM_HIT = re.compile(rb"Prefix cache hit rate: ([\d.]+)%")
+_LOAD_WORDS = [w.encode() for w in anchors.LOAD]
+GATE_LEN, GATE_MIN = 14, 6
+# HTTP access lines of uvicorn / the engines' own loggers for an answered request
+SERVING_WORD = b'" 200 '  # the end of `"POST /v1/... HTTP/1.1" 200 OK`, whatever the HTTP version
+SERVING_TAIL = 256 * 1024  # only the end of each chunk is searched: a serving log repeats it often
+
+
+@dataclass
+class ScanResult:
+    lines: dict[int, str] = field(default_factory=dict)  # line number -> decoded text
+    total_lines: int = 0
+    total_bytes: int = 0
+    last_load: dict[int, tuple[int, str]] = field(default_factory=dict)  # anchor line -> load line
+    final_load: tuple[int, str] | None = None
+    load: LoadSummary = field(default_factory=LoadSummary)
+    load_before_failure: LoadSummary | None = None
+    engine_used: str = "re"
+    keyword_lines: set[int] = field(default_factory=set)  # lines holding a catalogue keyword
+    failure_anchors: list[int] = field(default_factory=list)  # first failure-looking line per chunk
+    last_serving: int = 0  # the last load line or HTTP 2xx access line: the server was still serving
+    # identical windows and lines past the copies kept: key -> (how many more, last line)
+    repeats: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    window_keys: dict[int, bytes] = field(default_factory=dict)  # header line of a kept window -> its key
+    capped: bool = False  # more distinct lines than the report could use: the rest were counted, not kept
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(msg: str) -> None:
+    if msg not in _SAID:
+        _SAID.add(msg)
+        print(f"triage: {msg}", file=sys.stderr)
+
+
+class Prefilter:
+    """Finds byte offsets of literal keywords in a chunk, and which keyword each is.
+
+    `flagged` words (the catalogue's keywords) mark their line for signature matching; the
+    rest (structural anchors) only make the line available to the parsers.
+    """
+
+    def __init__(self, words: Iterable[str], prefer_hyperscan: bool = True,
+                 flagged: Iterable[str] = ()) -> None:
+        self.words = sorted({w for w in words if w})
+        flagged_set = set(flagged)
+        self.flagged = [w in flagged_set for w in self.words]
+        self.engine = "re"
+        self._hs = None
+        if prefer_hyperscan:
+            try:
+                import hyperscan  # type: ignore[import-not-found]
+
+                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                exprs = [re.escape(w).encode() for w in self.words]
+                db.compile(expressions=exprs, ids=list(range(len(exprs))),
+                           elements=len(exprs), flags=[0] * len(exprs))
+                self._hs = db
+                self.engine = "hyperscan"
+            except ImportError:
+                _say_once("Hyperscan is not installed; using the portable scanner (about 5x slower on big logs)")
+            except Exception as e:  # a pattern Hyperscan rejects: fall back, say so once
+                _say_once(f"Hyperscan could not compile the keywords ({e}); using the portable scanner")
+        self._bwords = [w.encode() for w in self.words]
+        self._wid = {w: i for i, w in enumerate(self._bwords)}
+        self._gate_rx: re.Pattern[bytes] | None = None
+        self._all_rx: re.Pattern[bytes] | None = None
+        self._flag_rx: re.Pattern[bytes] | None = None
+
+    def _gates(self, sample: bytes) -> re.Pattern[bytes]:
+        """The portable engine's prefilter: for each word, its rarest substring in a sample of
+        this very log, as one trie regex. Python's regex engine pays per byte for every branch
+        it enters, so rare gates run several times faster than the words themselves; a line
+        that holds a gate is then checked for the real words with plain substring tests."""
+        first = {b: sample.count(bytes([b])) for b in set(sample)}
+        memo: dict[bytes, int] = {}
+
+        def rarity(g: bytes) -> tuple[int, int]:
+            if g not in memo:
+                memo[g] = sample.count(g)
+            return memo[g], first.get(g[0], 0)
+
+        gates = set()
+        for b in self._bwords:
+            if len(b) <= GATE_MIN:
+                gates.add(b)
+                continue
+            gates.add(min((b[i : i + GATE_LEN] for i in range(len(b) - GATE_MIN + 1)), key=rarity))
+        return re.compile(trie_regex(sorted(gates)))
+
+    def hits(self, chunk: bytes | bytearray, n: int | None = None) -> list[tuple[int, int]]:
+        """(end offset, word index) of every keyword occurrence in chunk[:n], overlaps included."""
+        n = len(chunk) if n is None else n
+        if self._hs is not None:
+            out: list[tuple[int, int]] = []
+
+            def on_match(wid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+                out.append((to, wid))
+
+            with memoryview(chunk) as mv:
+                self._hs.scan(mv[:n], match_event_handler=on_match)
+            return out
+        if self._gate_rx is None:
+            self._gate_rx = self._gates(bytes(chunk[: min(n, 64 * 1024)]))
+        res: list[tuple[int, int]] = []
+        pos = 0
+        while pos < n:
+            m = self._gate_rx.search(chunk, pos, n)
+            if m is None:
+                break
+            start = chunk.rfind(b"\n", 0, m.start()) + 1
+            end = chunk.find(b"\n", m.end(), n)
+            end = n if end < 0 else end
+            # only the part of a line any stage reads is searched for the words, and the gate
+            # search goes on after the line: a megabyte line costs one pass, not one per gate
+            line = bytes(chunk[start : min(end, start + LINE_CAP)])
+            # the scan only needs to know that the line holds a word, and whether one of them
+            # is a catalogue keyword: one trie search each, not one find per word
+            if self._all_rx is None:
+                self._all_rx = re.compile(trie_regex(self._bwords))
+                flagged = [w for w, f in zip(self._bwords, self.flagged, strict=True) if f]
+                self._flag_rx = re.compile(trie_regex(flagged)) if flagged else None
+            m_all = self._all_rx.search(line)
+            if m_all is not None:
+                res.append((start + m_all.end(), self._wid[m_all.group()]))
+                m_flag = self._flag_rx.search(line) if self._flag_rx is not None else None
+                if m_flag is not None:
+                    res.append((start + m_flag.end(), self._wid[m_flag.group()]))
+            pos = end + 1
+        return res
+
+
+def trie_regex(words: list[bytes]) -> bytes:
+    """One regex for many literals, shaped as a trie: the portable engine then tries only the
+    branches that share the bytes already seen, instead of every alternative at every byte."""
+    end = -1
+    trie: dict = {}
+    for w in words:
+        node = trie
+        for b in w:
+            node = node.setdefault(b, {})
+        node[end] = {}
+
+    def build(node: dict) -> bytes:
+        if end in node and len(node) == 1:
+            return b""
+        alts = [re.escape(bytes([b])) + build(child) for b, child in sorted(node.items()) if b != end]
+        if len(alts) == 1 and end not in node:
+            return alts[0]
+        body = b"(?:" + b"|".join(alts) + b")"
+        return body + b"?" if end in node else body
+
+    return build(trie)
+
+
+def _decode(b: bytes) -> str:
+    # a kept line is cut at LINE_CAP (the reader already cut anything over MAX_LINE), so one
+    # huge line costs neither regex time nor report size
+    return b[:LINE_CAP].decode("utf-8", "replace")
+
+
+def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line: int, lo: int | None = None) -> int:
+    """Fold the load figures of buf[:n] into `summary` with C-level scans (no per-line Python);
+    returns the offset of the last load line (-1: none), which the caller may pass in if known.
+
+    The chunk's last load line says which engine wrote it; only that engine's figures are
+    searched for, so a missing pattern never costs a full pass over the chunk."""
+    if lo is None:
+        lo = _last_load(buf, n)
+    if lo < 0:
+        return lo  # no load line at all
+    if buf.find(b"Avg prompt throughput", lo, n) >= 0:  # vLLM
+        _peak(summary, buf, n, _RUNNING_VLLM, b"Running: %d reqs", first_line)
+        summary.vllm_hit_rates.extend(float(x) for x in _VLLM_HIT.findall(buf, 0, n)[-1:])
+        return lo
+    _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
+    pairs = _PREFILL.findall(buf, 0, n)
+    if pairs:
+        new, cached = zip(*pairs, strict=True)
+        summary.new_tokens += sum(map(int, new))
+        summary.cached_tokens += sum(map(int, cached))
+        summary.prefill_lines += len(pairs)
+    return lo
+
+
+def _peak(summary: LoadSummary, buf: bytes | bytearray, n: int, rx: re.Pattern[bytes], fmt: bytes,
+          first_line: int) -> None:
+    vals = rx.findall(buf, 0, n)
+    best = max(map(int, vals)) if vals else 0
+    if best > summary.peak_running:
+        summary.peak_running = best
+        summary.peak_line = first_line + buf.count(b"\n", 0, buf.find(fmt % best, 0, n))
+
+
+def _last_load(chunk: bytes | bytearray, end: int) -> int:
+    """Offset of the start of the last load line before `end`, or -1. Looks in a growing
+    window before `end` first: load lines are frequent, so the first window nearly always hits."""
+    lo = end
+    for span in (65536, 1 << 20, end):
+        lo = max(0, end - span)
+        best = max(chunk.rfind(w, lo, end) for w in _LOAD_WORDS)
+        if best >= 0:
+            return chunk.rfind(b"\n", 0, best) + 1
+        if lo == 0:
+            break
+    return -1
+
+
+def _spans(chunks: Iterable[bytes | tuple[bytearray, int]]) -> Iterator[tuple[bytes | bytearray, int]]:
+    for c in chunks:
+        yield (c, len(c)) if isinstance(c, (bytes, bytearray)) else c
+
+
+@dataclass
+class _Window:
+    """Lines after a traceback header (or a frame) that belong to it: kept until the
+    traceback has visibly ended, not for a fixed count, so that a noisy log's thousands of
+    request tracebacks do not drag in the lines around them."""
+
+    header: int  # line number of the line that opened it
+    left: int  # lines it may still take (the anchor's cap)
+    lead: bytes  # the first token of the header line, for writers that prefix every line
+    lines: list[tuple[int, bytes]] = field(default_factory=list)
+    gap: int = 0  # consecutive lines that did not look like part of a traceback
+    flagged: set[int] = field(default_factory=set)  # its lines that hold a catalogue keyword
+    last_tb: int = 0  # index of its last line that looked like part of a traceback
+
+    @property
+    def done(self) -> bool:
+        return self.left <= 0 or self.gap >= WINDOW_GAP
+
+
+_TB_WORDS = (b'File "', b"Traceback", b"During handling", b"The above exception", b"^^^", b"~~~",
+             b"Stack (most recent", b"Current thread", b"Thread 0x")
+WINDOW_GAP = 6  # lines after the last traceback-looking one: the exception line and its message
+KEEP_COPIES = 16  # identical windows or lines kept; past that only counted (N ranks fit, 10,000 requests do not)
+LINE_CAP = 32 * 1024  # bytes of a kept line that any stage reads: no regex runs over a megabyte
+MAX_KEPT = 200_000  # kept lines in all; past that the report says the cap was hit
+MAX_KEPT_BYTES = 64 * 1024 * 1024  # and their bytes: 200,000 lines of 32 KiB would be 6 GB
+_DIGITS = re.compile(rb"[0-9]+|0x[0-9a-fA-F]+")
+_INDENTED = re.compile(rb"[^\s:] {4,}\S")
+# a content prefix starts within this many bytes of a line: right after the line's own prefix
+# (timestamp, rank, logger), not quoted later inside a message
+CONTENT_AT = 96
+
+
+def _lead(raw: bytes) -> bytes:
+    """The writer's own prefix token ('(EngineCore_DP0', 'ERROR', '[rank3]:'), when the header
+    line has one before the traceback text; lines that start with it belong to the window."""
+    i = raw.find(b"Traceback")
+    if i <= 0:
+        i = raw.find(b'File "')
+    if i <= 0:
+        return b""
+    head = raw[:i].lstrip()
+    sp = head.find(b" ")
+    tok = head[: sp if sp > 0 else len(head)][:24]
+    return tok if len(tok) >= 3 and not tok[:1].isdigit() else b""
+
+
+def _tb_like(line: bytes, lead: bytes) -> bool:
+    if line[:1] in (b" ", b"\t") or (lead and line.startswith(lead)):
+        return True
+    head = line[:300]
+    if any(w in head for w in _TB_WORDS):
+        return True
+    # a code line behind a prefix this scan cannot name (container timestamps): still indented,
+    # unlike an access line's "INFO:     10.0.0.1" padding
+    return b"    " in line[8:200] and _INDENTED.search(line, 0, 200) is not None
+
+
+class _Keeper:
+    """Puts lines into the ScanResult, once, with identical windows and lines past
+    KEEP_COPIES counted instead of kept.
+
+    Everything it holds is bounded. The first half of MAX_KEPT lines (and of MAX_KEPT_BYTES)
+    is kept for good; past that, new lines and windows go to a rolling tail of the other half,
+    whose oldest entries are dropped with their keys as new ones come: a log of millions of
+    distinct lines keeps its start and its end (where the crash usually is), never grows the
+    table of seen keys past the cap, and the report says the cap was hit."""
+
+    def __init__(self, res: ScanResult) -> None:
+        self.res = res
+        self.seen: dict[bytes, int] = {}
+        self.head_lines = 0
+        self.head_bytes = 0
+        # entries kept past the head, oldest first: (key, their line numbers, their bytes)
+        self.tail: deque[tuple[bytes, list[int], int]] = deque()
+        self.tail_lines = 0
+        self.tail_bytes = 0
+
+    def _key(self, parts: list[bytes]) -> bytes:
+        return _DIGITS.sub(b"", b"\n".join(p[:400] for p in parts))
+
+    def _count(self, key: bytes) -> int:
+        n = self.seen.get(key, 0) + 1
+        self.seen[key] = n
+        return n
+
+    def line(self, no: int, raw: bytes, flagged: bool) -> bytes | None:
+        """Keep or count line `no`; returns its key when it was only counted as a repeat."""
+        if no in self.res.lines:
+            return None
+        key = b"L" + self._key([raw])
+        n = self._count(key)
+        if n > KEEP_COPIES:
+            self.repeat(key, no)
+            return key
+        self._keep(key, [(no, raw)], {no} if flagged else set())
+        return None
+
+    def window(self, w: _Window) -> None:
+        # a traceback is the same one when its frames and exception types are: request errors
+        # differ in their messages (the prompt, the token counts), not in where they were raised
+        # (up to the exception line: what follows it is whatever the server did next)
+        shape = [raw if b'File "' in raw else raw.split(b": ", 1)[0][:80] for _, raw in w.lines[: w.last_tb + 2]]
+        key = b"W" + self._key(shape)
+        n = self._count(key)
+        if n > KEEP_COPIES:
+            self.repeat(key, w.header)
+            return
+        self._keep(key, w.lines, w.flagged)
+        if n == 1 and w.header in self.res.lines:
+            self.res.window_keys[w.header] = key
+
+    def _keep(self, key: bytes, lines: list[tuple[int, bytes]], flagged: set[int]) -> None:
+        new = [(no, raw) for no, raw in lines if no not in self.res.lines]
+        size = sum(len(raw) for _, raw in new)
+        # an entry counts at least one line, so that keys without new lines stay bounded too
+        if self.head_lines + max(1, len(new)) <= MAX_KEPT // 2 and self.head_bytes + size <= MAX_KEPT_BYTES // 2:
+            self.head_lines += max(1, len(new))
+            self.head_bytes += size
+        else:
+            self.res.capped = True
+            self.tail.append((key, [no for no, _ in new], size))
+            self.tail_lines += max(1, len(new))
+            self.tail_bytes += size
+            while self.tail and (self.tail_lines > MAX_KEPT // 2 or self.tail_bytes > MAX_KEPT_BYTES // 2):
+                self._drop_oldest()
+            if not self.tail or self.tail[-1][0] != key:
+                return  # this entry alone is over the tail's budget
+        for no, raw in new:
+            self.res.lines[no] = _decode(raw)
+            if no in flagged:
+                self.res.keyword_lines.add(no)
+
+    def _drop_oldest(self) -> None:
+        key, nos, size = self.tail.popleft()
+        self.tail_lines -= max(1, len(nos))
+        self.tail_bytes -= size
+        for no in nos:
+            self.res.lines.pop(no, None)
+            self.res.keyword_lines.discard(no)
+            self.res.window_keys.pop(no, None)
+        self.seen.pop(key, None)
+        self.res.repeats.pop(key, None)
+
+    def repeat(self, key: bytes, no: int) -> None:
+        count, _last = self.res.repeats.get(key, (0, no))
+        self.res.repeats[key] = (count + 1, no)
+
+
+def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
+         overflow: Iterable[bytes | tuple[bytearray, int]] | None = None) -> ScanResult:
+    """One pass over `chunks` (bytes, or (buffer, n) spans from read.iter_spans).
+    `overflow` (data after a byte range) only completes windows that the range's last lines
+    opened; it is not scanned itself."""
+    res = ScanResult(engine_used=prefilter.engine)
+    keeper = _Keeper(res)
+    window_words = [(w.encode(), n) for w, n in anchors.WINDOW.items()]
+    line_no = 1  # number of the first line of the current chunk
+    open_w: _Window | None = None  # a window still taking lines at the end of the last chunk
+    prev_load: tuple[int, str] | None = None
+    failure_seen = False
+    flags = prefilter.flagged
+    for buf, n in _spans(chunks):
+        res.total_bytes += n
+        starts: set[int] = set()
+        flagged_starts: set[int] = set()
+        start, stop = -1, -1  # the line of the previous hit: hits come in offset order
+        for end, wid in prefilter.hits(buf, n):
+            if not start <= end - 1 < stop:
+                start = buf.rfind(b"\n", 0, end - 1) + 1
+                stop = buf.find(b"\n", end - 1, n)
+                stop = n if stop < 0 else stop
+                if end - start > LINE_CAP:
+                    continue  # past what any stage reads of a megabyte line
+                starts.add(start)
+            if flags[wid]:
+                flagged_starts.add(start)
+        pos, no = 0, line_no
+        consumed = 0  # offset up to which the last window walked
+        last_w = open_w  # the last window walked: hits inside it mark its lines
+        if open_w is not None:
+            consumed, _ = _walk(open_w, buf, 0, n, line_no - 1)
+            if not (consumed >= n and not open_w.done):
+                open_w = None
+        chunk_failure_off = -1
+        repeat_raw: bytes | None = None  # a line only counted, and its key: see below
+        repeat_key = b""
+        for start in sorted(starts):
+            no += buf.count(b"\n", pos, start)
+            pos = start
+            eol = buf.find(b"\n", start, n)
+            if eol < 0:
+                eol = n
+            raw = bytes(buf[start : min(eol, start + LINE_CAP)])
+            if raw == repeat_raw and not (start < consumed and last_w is not None):
+                # the same bytes as the line before that was only counted: a run of `Killed`
+                # lines costs a comparison each, not the checks below (they would decide the same)
+                keeper.repeat(repeat_key, no)
+                continue
+            repeat_raw = None
+            if chunk_failure_off < 0 and any(h in raw for h in FAILURE_HINTS):
+                chunk_failure_off = start
+                res.failure_anchors.append(no)
+                # the load figures just before the crash, and the peak up to it
+                lo = _last_load(buf, start)
+                if lo >= 0:
+                    le = buf.find(b"\n", lo, n)
+                    res.last_load[no] = (line_no + buf.count(b"\n", 0, lo), _decode(buf[lo:le]))
+                elif prev_load is not None:
+                    res.last_load[no] = prev_load
+                if not failure_seen:
+                    failure_seen = True
+                    before = LoadSummary(res.load.peak_running, res.load.peak_line, res.load.new_tokens,
+                                         res.load.cached_tokens, res.load.prefill_lines,
+                                         list(res.load.vllm_hit_rates))
+                    _summarise(buf, start, before, line_no)
+                    res.load_before_failure = before
+            if any(raw.find(c, 0, CONTENT_AT) >= 0 for c in CONTENT_BYTES):
+                continue  # a request's content (right after the line's prefix): user text, not the server's
+            if start < consumed and last_w is not None:
+                # inside the window walked last: its lines are kept (or counted) with it
+                if start in flagged_starts:
+                    last_w.flagged.add(no)
+                continue
+            if last_w is not None and last_w is not open_w:
+                keeper.window(last_w)
+                last_w = None
+            cap = max((k for w, k in window_words if w in raw), default=0)
+            if not cap:
+                repeat_key = keeper.line(no, raw, start in flagged_starts)
+                if repeat_key is not None:
+                    repeat_raw = raw
+                continue
+            w = _Window(header=no, left=cap, lead=_lead(raw), lines=[(no, raw[:LINE_CAP])])
+            if start in flagged_starts:
+                w.flagged.add(no)
+            consumed, _ = _walk(w, buf, eol + 1, n, no)
+            last_w = w
+            if consumed >= n and not w.done:
+                open_w = w  # it goes on in the next chunk
+        if last_w is not None and last_w is not open_w:
+            keeper.window(last_w)
+        nl = (no - line_no) + buf.count(b"\n", pos, n)  # newlines before the last hit + after it
+        lo = _summarise(buf, n, res.load, line_no)
+        if lo >= 0:
+            le = buf.find(b"\n", lo, n)
+            # counted back from the chunk's end: the last load line is near it
+            prev_load = (line_no + nl - buf.count(b"\n", lo, n), _decode(buf[lo : le if le >= 0 else n]))
+            res.last_serving = max(res.last_serving, prev_load[0])
+        # an access line answered 2xx near the chunk's end: the server was serving there
+        ho = buf.rfind(SERVING_WORD, max(0, n - SERVING_TAIL), n)
+        if ho >= 0:
+            res.last_serving = max(res.last_serving, line_no + nl - buf.count(b"\n", ho, n))
+        line_no += nl
+        if n and buf[n - 1] != 10:
+            line_no += 1  # the last line had no newline
+        res.total_lines = line_no - 1
+    res.final_load = prev_load
+    if open_w is not None:
+        if overflow is not None:
+            no = line_no - 1
+            for buf, n in _spans(overflow):
+                p, no = _walk(open_w, buf, 0, n, no)
+                if open_w.done or p < n:
+                    break
+        keeper.window(open_w)
+    return res
+
+
+def _walk(w: _Window, buf: bytes | bytearray, p: int, n: int, no: int) -> tuple[int, int]:
+    """Take lines from offset p into window w until it ends or the buffer does; returns the
+    offset reached and the number of the last line taken."""
+    while not w.done and p < n:
+        e = buf.find(b"\n", p, n)
+        if e < 0:
+            e = n
+        line = bytes(buf[p : min(e, p + LINE_CAP)])
+        no += 1
+        w.lines.append((no, line))
+        w.left -= 1
+        if _tb_like(line, w.lead):
+            w.gap, w.last_tb = 0, len(w.lines) - 1
+        else:
+            w.gap += 1
+        p = e + 1
+    return p, no
+
+
+# -- several cores on one file ---------------------------------------------------------------
+
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+_WORKER_PREFILTER: Prefilter | None = None  # inherited by forked workers
+_WORKER_PROGRESS = None  # a shared counter of bytes scanned, for the progress line
+
+
+def _scan_range(args: tuple[str, int, int]) -> ScanResult:
+    from triage.pipeline.read import iter_chunks, iter_spans
+
+    path, start, end = args
+    assert _WORKER_PREFILTER is not None
+    def counted(spans: Iterator[tuple[bytearray, int]]) -> Iterator[tuple[bytearray, int]]:
+        for span in spans:
+            if _WORKER_PROGRESS is not None:
+                with _WORKER_PROGRESS.get_lock():
+                    _WORKER_PROGRESS.value += span[1]
+            yield span
+
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        chunks = counted(iter_spans(fh, name=path, limit=end - start))
+        res = scan(chunks, _WORKER_PREFILTER, overflow=iter_chunks(fh, name=path, limit=4 * 1024 * 1024))
+    return res
+
+
+def split_points(path: str, size: int, parts: int) -> list[int]:
+    """Byte offsets that cut the file into `parts` ranges at line starts."""
+    cuts = [0]
+    with open(path, "rb") as fh:
+        for k in range(1, parts):
+            # finish the line we landed in, reading in bounded blocks: readline() would pull a
+            # 100 MB line without a newline into memory whole
+            cut = _next_line_start(fh, max(size * k // parts, cuts[-1]), size)
+            if cut >= size:
+                break  # no newline after here: the rest is one range
+            if cut > cuts[-1]:
+                cuts.append(cut)
+    cuts.append(size)
+    return cuts
+
+
+def _next_line_start(fh, pos: int, size: int, block: int = 1 << 20) -> int:  # noqa: ANN001
+    """Offset just after the first newline at or after `pos`, or `size` when there is none."""
+    fh.seek(pos)
+    while pos < size:
+        data = fh.read(min(block, size - pos))
+        if not data:
+            break
+        nl = data.find(b"\n")
+        if nl >= 0:
+            return pos + nl + 1
+        pos += len(data)
+    return size
+
+
+def _shift(res: ScanResult, by: int) -> None:
+    if not by:
+        return
+    res.lines = {n + by: t for n, t in res.lines.items()}
+    res.keyword_lines = {n + by for n in res.keyword_lines}
+    res.last_load = {a + by: (n + by, t) for a, (n, t) in res.last_load.items()}
+    if res.final_load:
+        res.final_load = (res.final_load[0] + by, res.final_load[1])
+    if res.last_serving:
+        res.last_serving += by
+    res.repeats = {k: (c, last + by) for k, (c, last) in res.repeats.items()}
+    res.window_keys = {h + by: k for h, k in res.window_keys.items()}
+    for summary in (res.load, res.load_before_failure):
+        if summary is not None and summary.peak_line is not None:
+            summary.peak_line += by
+
+
+def _add(a: LoadSummary, b: LoadSummary) -> LoadSummary:
+    peak, line = (a.peak_running, a.peak_line) if a.peak_running >= b.peak_running else (b.peak_running, b.peak_line)
+    return LoadSummary(peak, line, a.new_tokens + b.new_tokens, a.cached_tokens + b.cached_tokens,
+                       a.prefill_lines + b.prefill_lines, a.vllm_hit_rates + b.vllm_hit_rates)
+
+
+def merge(parts: list[ScanResult]) -> ScanResult:
+    """Results of consecutive byte ranges -> the result of one pass over the whole."""
+    out = ScanResult(engine_used=parts[0].engine_used)
+    offset = 0
+    for res in parts:
+        _shift(res, offset)
+        res.failure_anchors = [a + offset for a in res.failure_anchors]
+        for n, t in res.lines.items():
+            out.lines.setdefault(n, t)
+        out.keyword_lines |= res.keyword_lines
+        for a, v in res.last_load.items():
+            out.last_load.setdefault(a, v)
+        # a failure early in a range whose last load line is in an earlier range
+        for a in res.failure_anchors:
+            if a not in out.last_load and out.final_load is not None:
+                out.last_load[a] = out.final_load
+        out.failure_anchors += res.failure_anchors
+        if out.load_before_failure is None and res.load_before_failure is not None:
+            out.load_before_failure = _add(out.load, res.load_before_failure)
+        out.load = _add(out.load, res.load)
+        if res.final_load is not None:
+            out.final_load = res.final_load
+        out.total_bytes += res.total_bytes
+        out.last_serving = max(out.last_serving, res.last_serving)
+        out.capped = out.capped or res.capped
+        for k, h in res.window_keys.items():
+            out.window_keys.setdefault(k, h)
+        for k, (c, last) in res.repeats.items():
+            have = out.repeats.get(k, (0, last))
+            out.repeats[k] = (have[0] + c, max(have[1], last))
+        offset += res.total_lines
+    out.total_lines = offset
+    return out
+
+
+def scan_file(path: str, prefilter: Prefilter, workers: int) -> ScanResult | None:
+    """Scan a large regular file on several cores; None when it is not worth it."""
+    import multiprocessing as mp
+    import os
+
+    size = os.path.getsize(path)
+    if workers < 2 or size < PARALLEL_MIN_BYTES:
+        return None
+    with open(path, "rb") as fh:
+        if fh.read(2) == b"\x1f\x8b":
+            return None  # gzip cannot be entered in the middle
+    cuts = split_points(path, size, workers)
+    if len(cuts) < 3:
+        return None
+    global _WORKER_PREFILTER
+    _WORKER_PREFILTER = prefilter
+    try:
+        ctx = mp.get_context("fork")
+    except ValueError:
+        return None
+    from triage.core.progress import Progress
+
+    global _WORKER_PROGRESS
+    progress = Progress(size, "scanning")
+    _WORKER_PROGRESS = ctx.Value("q", 0) if progress.enabled else None
+    try:
+        with ctx.Pool(len(cuts) - 1) as pool:
+            pending = pool.map_async(_scan_range, [(path, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
+            while not pending.ready():
+                pending.wait(0.2)
+                if _WORKER_PROGRESS is not None:
+                    progress.update(_WORKER_PROGRESS.value)
+            parts = pending.get()
+    finally:
+        progress.close()
+        _WORKER_PROGRESS = None
+    return merge(parts)

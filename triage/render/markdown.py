@@ -1,0 +1,312 @@
+"""Render a Report as Markdown that reads well raw (terminal) and rendered (issue, wiki).
+
+Log text never breaks the document: evidence goes in fences longer than any backtick run
+inside, inline text has backticks, pipes and HTML neutralised, and autoescape is off only
+because every value passes through one of these filters.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from triage.core.models import Evidence, Failure, Finding, LoadFigures, Report, Workaround
+
+_TEMPLATES = Path(__file__).resolve().parent / "templates"
+_BACKTICKS = re.compile(r"`+")
+# C0/C1 controls (tab and newline aside), bidi overrides and line separators: a log line must
+# not move the terminal's cursor, retitle its window, reorder what the reader sees, or start a
+# new Markdown line where the log had none.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# what would start a link, an image or a link reference definition
+_LINKISH = re.compile(r"\]([(\[:])")
+MAX_EVIDENCE_LINES = 40
+MAX_EVIDENCE_CHARS = 2000  # per line; the JSON report keeps the line whole (up to the reader's cut)
+
+
+def printable(text: object) -> str:
+    return _CONTROL.sub("\ufffd", str(text))
+
+
+def fence_for(text: str) -> str:
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def inline(text: object) -> str:
+    """One line of log text safe inside Markdown prose or a table cell: no HTML, no link or
+    image, no code span or emphasis, no cell break, no control character."""
+    s = printable(" ".join(str(text).split()))
+    s = s.replace("&", "&amp;").replace("\\", "\\\\").replace("|", "\\|")
+    s = s.replace("<", "&lt;").replace(">", "&gt;")
+    s = s.replace("`", "'").replace("*", "\\*")
+    return _LINKISH.sub(r"\\]\1", s)
+
+
+def _code_inline(text: object) -> str:
+    """A code span that no backtick inside can close early (outside tables: a pipe stays)."""
+    s = printable(" ".join(str(text).split()))
+    if not s:
+        return "` `"
+    longest = max((len(m) for m in _BACKTICKS.findall(s)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{ticks}{pad}{s}{pad}{ticks}"
+
+
+def codeblock(text: object, lang: str = "") -> str:
+    """A fenced block that no line inside can close early."""
+    body = printable(text).replace("\r", "")
+    fence = fence_for(body)
+    return f"{fence}{lang}\n{body}\n{fence}"
+
+
+def _evidence_text(text: str) -> str:
+    text = printable(text).replace("\t", "    ")
+    if len(text) > MAX_EVIDENCE_CHARS:
+        text = f"{text[:MAX_EVIDENCE_CHARS]} ... [{len(text) - MAX_EVIDENCE_CHARS:,} more characters]"
+    return text
+
+
+def evidence_lines(items: list[Evidence]) -> str:
+    if not items:
+        return ""
+    width = len(str(max(e.line for e in items)))
+    body = "\n".join(f"{e.line:>{width}} | {_evidence_text(e.text)}" for e in items[:MAX_EVIDENCE_LINES])
+    if len(items) > MAX_EVIDENCE_LINES:
+        body += f"\n{'':>{width}} | ... {len(items) - MAX_EVIDENCE_LINES} more lines"
+    fence = fence_for(body)
+    return f"{fence}text\n{body}\n{fence}"
+
+
+def failure_evidence(f: Failure) -> str:
+    return evidence_lines(f.raw)
+
+
+def where(f: Failure) -> str:
+    ranks = ""
+    if f.ranks:
+        shown = ", ".join(f.ranks[:16]) + (f" and {len(f.ranks) - 16} more" if len(f.ranks) > 16 else "")
+        ranks = f"on {len(f.ranks)} rank{'s' if len(f.ranks) > 1 else ''} ({shown})"
+        if f.first_rank and len(f.ranks) > 1:
+            ranks += f", first {f.first_rank}"
+        ranks += ", "
+    return f"{ranks}line {f.line}"
+
+
+def change(w: Workaround) -> str:
+    if w.source == "engine-hint":
+        parsed = change(w.model_copy(update={"source": "catalogue", "action": None}))
+        said = f"the engine says {_code_inline(w.action or '')}"
+        return f"{said} (that is: {parsed})" if parsed != inline(w.title) else said
+    parts = []
+    if w.flags:
+        parts.append("add " + ", ".join(_code_inline(x) for x in w.flags))
+    if w.remove_flags:
+        parts.append("remove " + ", ".join(_code_inline(x) for x in w.remove_flags))
+    if w.env:
+        parts.append("set " + ", ".join(_code_inline(x) for x in w.env))
+    if w.action:
+        parts.append(inline(w.action).rstrip(". "))
+    return "; ".join(parts) or inline(w.title)
+
+
+def load(lf: LoadFigures) -> str:
+    bits = []
+    if lf.running is not None:
+        bits.append(f"{lf.running} running")
+    if lf.queued is not None:
+        bits.append(f"{lf.queued} queued")
+    if lf.token_usage is not None:
+        bits.append(f"token usage {lf.token_usage:g}")
+    if lf.throughput is not None:
+        bits.append(f"{lf.throughput:g} tok/s")
+    if lf.cuda_graph is not None:
+        bits.append("CUDA graph " + ("on" if lf.cuda_graph else "off"))
+    return ", ".join(bits)
+
+
+def seconds(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    return f"{s / 60:.1f} min"
+
+
+def size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def properfix(x: Finding) -> str:
+    """The proper fix beside the workaround: the release or PR that fixed it, the open thread
+    that tracks it, or why no upstream fix is coming."""
+    if x.fixed_in:
+        fix = f"a release with {fixlink(x.fixed_in)}" if x.fixed_in.startswith("https://") else fixlink(x.fixed_in)
+        if fix.startswith("a release"):
+            fix = "upgrade to " + fix
+        return f"**Proper fix:** {fix}" + (f" (affected: {inline(x.affects)})." if x.affects else ".")
+    if x.open_issue:
+        return f"**Proper fix:** not fixed upstream yet (<{x.open_issue}>); the workaround is what there is."
+    if x.no_upstream_fix:
+        return f"**Proper fix:** no upstream release fixes this: {_sentence(x.no_upstream_fix)}"
+    return ""
+
+
+def fixlink(fixed: str) -> str:
+    if fixed.startswith("https://"):
+        return f"<{fixed}>"
+    return f"upgrade to {inline(fixed)} or later"
+
+
+def shortpath(p: str) -> str:
+    """The module path of a frame's file; for a code span (the `code` filter makes it safe)."""
+    from triage.core.fingerprint import module_path
+
+    return module_path(p)
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
+        autoescape=False,  # Markdown, not HTML: values are made safe by the filters above
+        trim_blocks=False,
+        lstrip_blocks=False,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(inline=inline, code=_code_inline, codeblock=codeblock, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
+                       change=change, load=load, seconds=seconds, size=size, fixlink=fixlink, properfix=properfix,
+                       shortpath=shortpath)
+    return env
+
+
+_ENV_ROWS = [("version", "version"), ("model", "model"), ("GPU", "gpu"), ("GPU memory (GiB)", "gpu_memory_gib"),
+             ("GPUs", "gpu_count"), ("TP size", "tp_size"), ("DP size", "dp_size"),
+             ("PP size", "pp_size"), ("attention backend", "attention_backend"),
+             ("KV-cache dtype", "kv_cache_dtype"), ("quantization", "quantization"),
+             ("CUDA graphs", "cuda_graph"), ("prefix cache", "prefix_cache"), ("config printed at line", "config_line")]
+_SHOWN = {"model_path", "model", "model_tag", "tp_size", "tensor_parallel_size", "dp_size", "data_parallel_size",
+          "pp_size", "pipeline_parallel_size", "attention_backend", "kv_cache_dtype", "quantization"}
+
+
+def _headline(r: Report) -> str:
+    fatal = r.fatal_failures
+    survived = r.request_failures
+    n = len(fatal)
+    if not r.failures and not r.findings:
+        return "no failure found"
+    known = {x.failure for x in r.findings if x.failure is not None and not x.generic and x.failure < n}
+    unknown = n - len(known)
+    parts = [f"{n} failure{'s' if n != 1 else ''}"] if n else ["no process-level failure"]
+    if n:
+        parts.append("known" if unknown == 0 else ("unknown" if not known else f"{unknown} unknown"))
+    if survived:
+        parts.append(f"{len(survived)} request-level error{'s' if len(survived) != 1 else ''} survived")
+    loose = [x for x in r.findings if x.failure is None]
+    if loose:
+        parts.append(f"{len(loose)} other match{'es' if len(loose) != 1 else ''}")
+    return ", ".join(parts)
+
+
+def _non_default(r: Report) -> str:
+    return " ".join(r.environment.launch_args)[:1500]
+
+
+def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
+    """The first screen: verdict, what to do now, what it costs, the proper fix."""
+    if not r.failures and not r.findings:
+        ready = ""
+        if r.timeline.ready:
+            ready = f"; the server became ready at line {r.timeline.ready.line}"
+            if r.timeline.ready_seconds is not None:
+                ready += f" ({seconds(r.timeline.ready_seconds)} after the first line)"
+        return [f"**Verdict:** no failure found in {r.lines:,} lines{ready}."]
+    if r.exit_code == 0:
+        n = len(r.request_failures)
+        return [f"**Verdict:** the server did not die: no process-level failure in {r.lines:,} lines. "
+                f"{n} request-level error{'s' if n != 1 else ''} it survived {'is' if n == 1 else 'are'} listed below."]
+    out = []
+    if top is not None and not top.generic:
+        v = (f"**Verdict:** {inline(top.title)} (`{top.signature}`, confidence {top.confidence:.2f})"
+             + (f", {where(top_failure)}" if top_failure else "")
+             + (f", while {top_failure.phase}" if top_failure is not None and top_failure.phase else "")
+             + _load_at_crash(r) + ".")
+        if top.unlikely:
+            v += f" Unlikely: {inline(top.unlikely)}."
+        out.append(v)
+        rec = next((w for w in top.workarounds if w.status == "recommended"), None)
+        if rec is not None:
+            out.append(f"**Do now:** {change(rec)}. Cost: {_sentence(rec.measured_cost or rec.cost)}")
+        applied = [" ".join(w.flags + w.env) or w.title for w in top.workarounds if w.status == "already-applied"]
+        if applied:
+            out.append(f"**Already applied:** {inline(', '.join(applied))}; it did not prevent this failure.")
+        if top.fixed_in or top.open_issue or top.no_upstream_fix:
+            out.append(properfix(top))
+        if top.debug and top.debug.env:
+            note = f": {_sentence(top.debug.note)}" if top.debug.note else "."
+            out.append(f"**To see the real cause:** re-run with {_code_inline(' '.join(top.debug.env))}{note}")
+        elif top.debug and top.debug.note:
+            out.append(f"**To see the real cause:** {_sentence(top.debug.note)}")
+        return out
+    f = r.failures[0]
+    msg = f": {inline(f.message)[:200]}" if f.message else ""
+    phase = f", while {f.phase}" if f.phase else ""
+    generic = f" (only the generic `{top.signature}`: {inline(top.title)})" if top is not None else ""
+    out.append(f"**Verdict:** unknown failure: {_code_inline(f.exception)}{msg}, {where(f)}{phase}. "
+               f"No specific catalogue signature matches{generic}; the frames, the fingerprint and a "
+               f"catalogue skeleton command are below.")
+    if top is not None and top.workarounds:
+        out.append(f"**Do now:** {change(top.workarounds[0])}.")
+    if f.hints:
+        out.append("**The engine's own suggestions:** " + "; ".join(
+            _code_inline(h.action or "") for h in f.hints[:4]) + ". They are generic advice for this error, "
+            "not checked against the catalogue.")
+    return out
+
+
+def _load_at_crash(r: Report) -> str:
+    """The load the server was under when it died: a crash only at 512 requests must show."""
+    lf, peak = r.timeline.last_load, r.timeline.peak_running
+    if lf is None or lf.running is None:
+        return ""
+    out = f" at {lf.running} running requests"
+    if lf.queued:
+        out += f" ({lf.queued} queued)"
+    if peak is not None and peak.running and peak.running > lf.running:
+        out += f"; peak before it {peak.running}"
+    return out
+
+
+def _sentence(text: str) -> str:
+    t = inline(text).rstrip()
+    return t if t.endswith((".", "!", "?")) else t + "."
+
+
+def render_markdown(r: Report) -> str:
+    by_failure: dict[int, list] = {}
+    for x in r.findings:
+        if x.failure is not None:
+            by_failure.setdefault(x.failure, []).append(x)
+    top = r.findings[0] if r.findings else None
+    top_failure = r.failures[top.failure] if top is not None and top.failure is not None else None
+    applied = []
+    if top is not None:
+        applied = [" ".join(w.flags + w.env) or w.title for w in top.workarounds if w.status == "already-applied"]
+    env_rows = [(label, getattr(r.environment, key)) for label, key in _ENV_ROWS
+                if getattr(r.environment, key) not in (None, "") and key != "version"]
+    tpl = _env().get_template("report.md.j2")
+    text = tpl.render(
+        r=r, headline=_headline(r), top=top, top_failure=top_failure, applied=applied,
+        summary=_summary(r, top, top_failure),
+        findings_by_failure=by_failure, loose=[x for x in r.findings if x.failure is None],
+        requests=r.request_failures,
+        env_rows=env_rows, other_flags=_non_default(r),
+    )
+    return re.sub(r"\n{3,}", "\n\n", text)
