@@ -1,13 +1,22 @@
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# The tests (and every `triage` they start) keep the catalogue cache in a directory of their
+# own, never in the user's ~/.cache.
+os.environ["XDG_CACHE_HOME"] = _CACHE = tempfile.mkdtemp(prefix="triage-tests-cache-")
+atexit.register(shutil.rmtree, _CACHE, True)
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -598,3 +598,101 @@ def test_output_mode_follows_the_umask(tmp_path, log):
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
+
+
+# -- the catalogue cache ---------------------------------------------------------------------------
+
+
+def _cache_env(tmp_path: Path) -> dict[str, str]:
+    return {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "TRIAGE_NO_CACHE": ""}
+
+
+def test_cache_is_json_rebuilt_into_the_same_catalogue(tmp_path, log, monkeypatch):
+    from triage.catalogue.load import load_catalogue
+
+    env = _cache_env(tmp_path)
+    cli("analyze", str(log), env=env, ok=(1,))
+    files = list((tmp_path / "xdg" / "triage").iterdir())
+    assert len(files) == 1 and files[0].suffix == ".json"
+    doc = json.loads(files[0].read_text())
+    assert doc["signatures"] and doc["workarounds"]
+    monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
+    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
+    cached = load_catalogue(cache=True)
+    fresh = load_catalogue()
+    assert {k: s.spec for k, s in cached.signatures.items()} == {k: s.spec for k, s in fresh.signatures.items()}
+    assert cached.workarounds == fresh.workarounds and cached.workaround_paths == fresh.workaround_paths
+    assert stat.S_IMODE(files[0].parent.stat().st_mode) == 0o700
+
+
+def test_a_planted_pickle_never_runs(tmp_path, log):
+    """The cache used to be a pickle: a file there ran code when loaded. Now only JSON is read
+    and old pickles are deleted."""
+    import pickle
+
+    env = _cache_env(tmp_path)
+    cli("analyze", str(log), env=env, ok=(1,))
+    d = tmp_path / "xdg" / "triage"
+    marker = tmp_path / "PWNED"
+
+    class Boom:
+        def __reduce__(self):  # noqa: ANN204
+            return (os.system, (f"touch {marker}",))
+
+    cached = next(d.glob("*.json"))
+    evil = pickle.dumps(Boom())
+    cached.with_suffix(".pickle").write_bytes(evil)
+    cached.write_bytes(evil)  # the JSON name holds a pickle: a miss, rebuilt from YAML
+    p = cli("analyze", str(log), "--format", "json", env=env, ok=(1,))
+    assert first_exception(p) == "ZeroDivisionError"
+    assert not marker.exists()
+    assert not list(d.glob("*.pickle"))
+    assert json.loads(cached.read_text())["signatures"]  # rewritten as JSON
+
+
+@pytest.mark.parametrize("edit", ["confidence", "pattern"])
+def test_edited_cache_is_a_miss_not_a_crash(tmp_path, log, edit):
+    env = _cache_env(tmp_path)
+    cli("analyze", str(log), env=env, ok=(1,))
+    cached = next((tmp_path / "xdg" / "triage").glob("*.json"))
+    doc = json.loads(cached.read_text())
+    if edit == "confidence":
+        doc["signatures"][0]["spec"]["confidence"] = "very"  # fails validation
+    else:
+        for s in doc["signatures"]:
+            s["spec"]["patterns"] = ["((((a{100}){100}){100}){100})"]
+    cached.write_text(json.dumps(doc))
+    p = cli("analyze", str(log), "--format", "json", env=env, ok=(1,), limit_as=2 << 30)
+    assert first_exception(p) == "ZeroDivisionError"
+
+
+def test_cache_is_pruned(tmp_path, log):
+    from triage.catalogue.cache import KEEP
+
+    env = _cache_env(tmp_path)
+    d = tmp_path / "xdg" / "triage"
+    d.mkdir(parents=True, mode=0o700)
+    for i in range(KEEP + 5):
+        old = d / f"catalogue-old{i}.json"
+        old.write_text("{}")
+        os.utime(old, (1_000_000 + i, 1_000_000 + i))
+    cli("analyze", str(log), env=env, ok=(1,))
+    left = sorted(f.name for f in d.glob("catalogue-*.json"))
+    assert len(left) == KEEP
+    assert "catalogue-old0.json" not in left
+
+
+def test_cache_opt_out_and_library_write_nothing(tmp_path, log):
+    env = {**_cache_env(tmp_path), "TRIAGE_NO_CACHE": "1"}
+    cli("analyze", str(log), env=env, ok=(1,))
+    assert not (tmp_path / "xdg").exists()
+    code = "import triage, sys; r = triage.analyze(sys.argv[1]); print(r.failures[0].exception)"
+    p = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, timeout=60,
+                       env={**os.environ, **_cache_env(tmp_path)})
+    assert p.stdout.strip() == b"ZeroDivisionError", p.stderr
+    assert not (tmp_path / "xdg").exists()  # the library API writes nothing it was not asked for
+
+
+def test_tests_do_not_use_the_users_cache():
+    assert os.environ["XDG_CACHE_HOME"] != os.path.join(os.path.expanduser("~"), ".cache")
+    assert "triage-tests-cache-" in os.environ["XDG_CACHE_HOME"]

@@ -45,7 +45,7 @@ CatalogueOpt = Annotated[Optional[list[Path]], typer.Option(  # noqa: UP045 - ty
 def _load(extra: list[Path] | None):  # noqa: ANN202
     from triage.catalogue.load import load_catalogue
 
-    return load_catalogue([str(p) for p in extra or []])
+    return load_catalogue([str(p) for p in extra or []], cache=True)
 
 
 def _write(text: str, output: Path | None, inputs: list[str]) -> None:

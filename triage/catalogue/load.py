@@ -42,7 +42,7 @@ class Signature:
         return self._compiled
 
     def __getstate__(self) -> dict:
-        # the on-disk cache holds specs only; patterns compile again on first use
+        # pickled to the worker processes of a backtest: specs only, patterns compile again there
         return {"spec": self.spec, "path": self.path, "_compiled": None}
 
 
@@ -214,72 +214,28 @@ def _yaml_files(root: Path) -> list[Path]:
     return out
 
 
-CACHE_VERSION = "3"  # bumped when the pickled models change shape (2: WorkaroundSpec.auto; 3: proper-fix fields)
-
-
-def _cache_path(roots: list[Path]) -> Path | None:
-    """Where a parsed catalogue is cached, keyed by every file's path, size and mtime."""
-    if os.environ.get("TRIAGE_NO_CACHE"):
-        return None
-    import hashlib
-
-    h = hashlib.sha1(CACHE_VERSION.encode())
-    h.update(str(Path(__file__).resolve().parent).encode())
-    for root in roots:
-        for f in _yaml_files(root):
-            try:
-                st = f.stat()
-            except OSError:
-                return None
-            h.update(f"{f}|{st.st_size}|{st.st_mtime_ns}\n".encode())
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "triage" / f"catalogue-{h.hexdigest()[:20]}.pickle"
-
-
-def _trusted(path: Path) -> bool:
-    """Only a cache file we could have written ourselves is unpickled: owned by this user,
-    in a directory nobody else can write to."""
-    try:
-        st, dst = path.stat(), path.parent.stat()
-    except OSError:
-        return False
-    uid = os.getuid() if hasattr(os, "getuid") else st.st_uid
-    return st.st_uid == uid and dst.st_uid == uid and not (dst.st_mode & 0o022) and not (st.st_mode & 0o022)
-
-
-def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_refs: bool = True) -> Catalogue:
+def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_refs: bool = True,
+                   cache: bool = False) -> Catalogue:
     """The catalogue: the built-in one plus `extra` directories, validated.
 
-    A validated catalogue is cached on disk (pickled models, no code from the YAML), so that
-    an on-call run does not re-parse and re-validate 150 files; any file change misses it.
-    """
-    import pickle
+    With `cache` (the command line's choice; the library's default is off, so that it writes
+    nothing the caller did not ask for) a validated catalogue is kept on disk as JSON
+    (triage/catalogue/cache.py), so that an on-call run does not re-parse 400 YAML files."""
+    from triage.catalogue import cache as disk
 
     roots: list[Path] = list(builtin_dirs()) if builtin else []
     for d in extra or []:
         if not Path(d).is_dir():
             raise CatalogueError(f"{d}: catalogue directory not found")
         roots.append(Path(d))
-    cache = _cache_path(roots) if strict_refs else None
-    if cache is not None and cache.exists() and _trusted(cache):
-        try:
-            with open(cache, "rb") as fh:
-                cat = pickle.load(fh)  # noqa: S301 - written by us, keyed by content stats
-            if isinstance(cat, Catalogue):
-                return cat
-        except Exception:  # noqa: BLE001 - a stale or broken cache is only a miss
-            pass
+    path = disk.cache_path(roots) if cache and strict_refs else None
+    if path is not None:
+        cat = disk.read_cache(path)
+        if cat is not None:
+            return cat
     cat = _load_uncached(extra, builtin, strict_refs)
-    if cache is not None:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.chmod(cache.parent, 0o700)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
-                pickle.dump(cat, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache)
-        except OSError:
-            pass
+    if path is not None:
+        disk.write_cache(path, cat)
     return cat
 
 

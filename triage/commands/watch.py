@@ -250,7 +250,7 @@ class Watcher:
         if self._catalogue is None:
             from triage.catalogue.load import load_catalogue
 
-            self._catalogue = load_catalogue(self.catalogue_dirs)
+            self._catalogue = load_catalogue(self.catalogue_dirs, cache=True)
         return analyze(self.path, self._catalogue, Options())
 
     def last_lines(self) -> list[str]:
