@@ -13,7 +13,7 @@ both cores, `-j 1`, `--no-hyperscan`) and `rg -c --no-mmap -f benchmarks/pattern
 (the catalogue's own patterns, see export_patterns.py), takes the median wall time of --runs,
 the peak RSS (the largest single process of the tree, from wait4), and prints time, MiB/s,
 RSS, the ratio to rg and the issue's target beside each ratio. `small` is a ~10 KiB log
-timed against the import floor `python -c "import regex, pydantic, jinja2, typer"`.
+timed against the import floor `python -c "import regex, pydantic, jinja2, typer, yaml"`.
 For shapes with a planted crash it checks that failure 1 of `triage analyze --format json`
 is that crash (PASS/FAIL).
 
@@ -49,7 +49,7 @@ MAKE_LOGS = HERE / "make_logs.py"
 PATTERNS = HERE / "patterns.txt"
 BIG_SHAPES = ("quiet", "noisy", "long", "vllm")
 SHAPES = BIG_SHAPES + ("small",)
-IMPORTS = "import regex, pydantic, jinja2, typer"
+IMPORTS = "import regex, pydantic, jinja2, typer, yaml"  # the dependencies a run imports
 
 VARIANTS = {  # name -> (row label, extra triage arguments)
     "default": ("triage (both cores)", []),

@@ -1,6 +1,16 @@
-"""The pipeline is a straight line: read -> scan -> parse -> match -> recommend -> render.
-No stage imports a stage that runs after it (function-level imports included), and the
-shared layer (models, errors, the catalogue's data) imports no stage at all."""
+"""The import contract of docs/architecture.md, checked on the source (function-level and
+TYPE_CHECKING imports included):
+
+    cli.py, triage/__init__.py   may import anything
+    commands/                    core, catalogue, pipeline, render, commands
+    render/                      core, render              (renders only what the Report holds)
+    pipeline/                    core, catalogue, pipeline (and a stage only earlier stages)
+    catalogue/                   core, catalogue           (no stage: check/show are commands)
+    core/                        core
+
+and inside pipeline/ the stages run read -> scan -> parse -> match -> hints -> recommend ->
+redact; a stage never imports a later one. analyze.py, which calls them in that order, may
+import them all."""
 
 from __future__ import annotations
 
@@ -11,19 +21,33 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "triage"
 
-# module -> position in the pipeline; modules not listed are commands on top, free to import any stage
-STAGES = {
+TOP = "top"
+LAYERS = {  # package -> its layer; the longest matching prefix wins
+    "triage.core": "core",
+    "triage.catalogue": "catalogue",
+    "triage.pipeline": "pipeline",
+    "triage.render": "render",
+    "triage.commands": "commands",
+}
+MAY_IMPORT = {
+    "core": {"core"},
+    "catalogue": {"core", "catalogue"},
+    "pipeline": {"core", "catalogue", "pipeline"},
+    "render": {"core", "render"},
+    "commands": {"core", "catalogue", "pipeline", "render", "commands"},
+    TOP: {"core", "catalogue", "pipeline", "render", "commands", TOP},
+}
+TOP_MODULES = {"triage", "triage.__main__", "triage.cli"}
+STAGES = {  # pipeline module -> its position in the run
     "triage.pipeline.read": 0,
     "triage.pipeline.scan": 1,
-    "triage.pipeline.parse": 2,  # and every triage.pipeline.parse.* module
-    "triage.pipeline.hints": 2,
+    "triage.pipeline.parse": 2,  # its modules import each other: one stage
     "triage.pipeline.match": 3,
-    "triage.pipeline.recommend": 4,
-    "triage.pipeline.redact": 5,
-    "triage.render": 6,  # and triage.render.*
+    "triage.pipeline.hints": 4,
+    "triage.pipeline.recommend": 5,
+    "triage.pipeline.redact": 6,
+    "triage.pipeline.analyze": 7,  # the orchestration: every stage
 }
-SHARED = ("triage.core.models", "triage.core.errors", "triage.core.fingerprint", "triage.core.vocabulary", "triage.catalogue.models",
-          "triage.catalogue.load", "triage.catalogue.flags")
 
 
 def _module(path: Path) -> str:
@@ -31,40 +55,77 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _stage(mod: str) -> int | None:
-    for name, pos in STAGES.items():
-        if mod == name or mod.startswith(name + "."):
-            return pos
-    return None
+def _within(mod: str, prefix: str) -> bool:
+    return mod == prefix or mod.startswith(prefix + ".")
 
 
-def _imports(path: Path) -> set[str]:
+def layer(mod: str) -> str | None:
+    if mod in TOP_MODULES:
+        return TOP
+    found = [p for p in LAYERS if _within(mod, p)]
+    return LAYERS[max(found, key=len)] if found else None
+
+
+def stage(mod: str) -> int | None:
+    return next((pos for name, pos in STAGES.items() if _within(mod, name)), None)
+
+
+def imports(path: Path) -> set[str]:
+    """Every triage module (or module.name) the file imports, wherever the import statement is."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     out: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-            out.update(f"{node.module}.{a.name}" for a in node.names)
+        if isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: relative import (the contract reads absolute ones)"
+            if node.module:
+                # `from triage.x import y`: y may be a module (triage.x.y) or a name in triage.x
+                out.update(f"{node.module}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
-    return {m for m in out if m.startswith("triage")}
+    return {m for m in out if _within(m, "triage")}
+
+
+def _target_layer(imported: str) -> str | None:
+    # `triage.core.models.Report` is in core; `triage.pipeline` (the package) in pipeline
+    return layer(imported) if imported not in ("triage.__version__",) else TOP
 
 
 MODULES = sorted(PKG.rglob("*.py"))
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: _module(p))
+@pytest.mark.parametrize("path", MODULES, ids=_module)
+def test_every_module_is_in_a_layer(path):
+    mod = _module(path)
+    assert layer(mod) is not None, f"{mod} is in no layer: put it in core/, catalogue/, pipeline/, render/ or commands/"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_module)
+def test_imports_point_down(path):
+    mod = _module(path)
+    here = layer(mod)
+    wrong = sorted(i for i in imports(path) if (there := _target_layer(i)) is not None and there not in MAY_IMPORT[here])
+    assert not wrong, f"{mod} ({here}) may import only {sorted(MAY_IMPORT[here])}, but imports {wrong}"
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if stage(_module(p)) is not None], ids=_module)
 def test_no_stage_imports_a_later_stage(path):
     mod = _module(path)
-    here = _stage(mod)
-    if here is None:
-        return
-    later = sorted(i for i in _imports(path) if (s := _stage(i)) is not None and s > here)
+    here = stage(mod)
+    assert here is not None
+    later = sorted(i for i in imports(path) if (s := stage(i)) is not None and s > here)
     assert not later, f"{mod} (stage {here}) imports later stages: {later}"
 
 
-@pytest.mark.parametrize("path", [p for p in MODULES if _module(p).startswith(SHARED)], ids=lambda p: _module(p))
-def test_shared_layer_imports_no_stage(path):
-    mod = _module(path)
-    stages = sorted(i for i in _imports(path) if _stage(i) is not None)
-    assert not stages, f"{mod} is shared by every stage but imports {stages}"
+def test_every_pipeline_module_is_a_stage():
+    loose = [m for p in MODULES if layer(m := _module(p)) == "pipeline" and m != "triage.pipeline" and stage(m) is None]
+    assert not loose, f"pipeline modules with no place in the stage order: {loose}"
+
+
+def test_the_contract_catches_a_violation(tmp_path):
+    """The checks above can fail: an upward import and a backward stage import are seen."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from triage.render.markdown import render_markdown\n    from triage.pipeline.recommend import x\n")
+    found = imports(bad)
+    assert "triage.render.markdown.render_markdown" in found
+    assert _target_layer("triage.render.markdown.render_markdown") not in MAY_IMPORT["pipeline"]
+    assert stage("triage.pipeline.recommend.x") > stage("triage.pipeline.scan")

@@ -37,9 +37,9 @@ def test_directory_of_200_logs_uses_both_cores_and_groups(tmp_path, monkeypatch)
         def __init__(self, ctx):
             self.ctx = ctx
 
-        def Pool(self, n):  # noqa: N802 - mirrors the multiprocessing API
+        def Pool(self, n, **kw):  # noqa: N802 - mirrors the multiprocessing API
             pools.append(n)
-            return self.ctx.Pool(n)
+            return self.ctx.Pool(n, **kw)
 
     monkeypatch.setattr(mp, "get_context", lambda m: Spy(real(m)))
     monkeypatch.setattr(many.os, "cpu_count", lambda: 2)

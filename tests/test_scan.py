@@ -55,8 +55,7 @@ def test_byte_ranges_merge_to_the_whole(catalogue, tmp_path, parts):
     with open(path, "rb") as fh:
         whole = scan(iter_chunks(fh), pf)
     cuts = split_points(str(path), path.stat().st_size, parts)
-    scan_mod._WORKER_PREFILTER = pf
-    ranges = [scan_mod._scan_range((str(path), cuts[i], cuts[i + 1])) for i in range(len(cuts) - 1)]
+    ranges = [scan_mod.scan_range(str(path), cuts[i], cuts[i + 1], pf) for i in range(len(cuts) - 1)]
     merged = merge(ranges)
     assert merged.total_lines == whole.total_lines
     assert _report_json(merged, catalogue) == _report_json(whole, catalogue)

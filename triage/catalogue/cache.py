@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from triage.catalogue.load import Catalogue
 
-CACHE_VERSION = "4-json"  # bumped when the cached data changes shape (4: JSON instead of a pickle)
+CACHE_VERSION = "5-json"  # bumped when the cached data changes shape (4: no conflicts; 5: JSON instead of a pickle)
 KEEP = 8
 
 

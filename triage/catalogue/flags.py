@@ -12,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 DATA = Path(__file__).resolve().parent / "data" / "flags"
 
 try:
-    _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
+    _Loader: type = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover
     _Loader = yaml.SafeLoader
 
@@ -28,7 +28,6 @@ class FlagInfo:
     deprecated_in: str | None = None
     replacement: str | None = None
     aliases: tuple[str, ...] = ()
-    choices: tuple[str, ...] = ()
     default: object = None
 
 
@@ -64,7 +63,6 @@ class FlagIndex:
                 deprecated_in=e.get("deprecated_in") or None,
                 replacement=e.get("replacement") or None,
                 aliases=tuple(e.get("aliases") or ()) + tuple(e.get("hidden_aliases") or ()),
-                choices=tuple(e.get("choices") or ()),
                 default=e.get("default"),
             )
             self.by_name.setdefault(name, info)

@@ -22,7 +22,7 @@ from triage.catalogue.models import SignatureSpec, WorkaroundSpec
 from triage.core.errors import CatalogueError
 
 try:
-    _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
+    _Loader: type = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - pure-Python PyYAML
     _Loader = yaml.SafeLoader
 
@@ -207,7 +207,7 @@ def load_workaround(path: Path) -> WorkaroundSpec:
 def _yaml_files(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
-    out = []
+    out: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         out.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith((".yaml", ".yml")))
@@ -246,28 +246,52 @@ def _load_uncached(extra: list[str] | None, builtin: bool, strict_refs: bool) ->
         if not p.is_dir():
             raise CatalogueError(f"{d}: catalogue directory not found")
         roots.append(p)
-    cat = Catalogue(dirs=[str(r) for r in roots])
-    for root in roots:
-        sig_root = root / "signatures" if (root / "signatures").is_dir() else None
-        wk_root = root / "workarounds" if (root / "workarounds").is_dir() else None
-        if sig_root is None and wk_root is None:
-            # a bare directory of entries: tell them apart by their fields
-            for f in _yaml_files(root):
-                data, _ = read_yaml(f)
-                if isinstance(data, dict) and "patterns" in data:
-                    _add_sig(cat, load_signature(f))
-                else:
-                    _add_wk(cat, load_workaround(f), f)
-            continue
-        for f in _yaml_files(wk_root) if wk_root else []:
-            _add_wk(cat, load_workaround(f), f)
-        for f in _yaml_files(sig_root) if sig_root else []:
-            _add_sig(cat, load_signature(f))
+    cat = load_roots(roots)
     if strict_refs:
         for s in cat.signatures.values():
             for w in s.spec.workarounds:
                 if w not in cat.workarounds:
                     raise CatalogueError(f"{s.path}:{line_with(s.path, w)}: field 'workarounds': unknown workaround id {w!r}")
+    return cat
+
+
+def _entries(root: Path) -> list[tuple[Path, bool | None]]:
+    """(file, is it a signature) for every entry under `root`, workarounds first; None for a
+    bare directory of entries, whose files are told apart by their fields when loaded."""
+    sig_root, wk_root = root / "signatures", root / "workarounds"
+    out: list[tuple[Path, bool | None]]
+    if sig_root.is_dir() or wk_root.is_dir():
+        out = [(f, False) for f in _yaml_files(wk_root)]
+        return out + [(f, True) for f in _yaml_files(sig_root)]
+    return [(f, None) for f in _yaml_files(root)]
+
+
+def _add_file(cat: Catalogue, path: Path, signature: bool | None) -> None:
+    if signature is None:
+        data, _ = read_yaml(path)
+        signature = isinstance(data, dict) and "patterns" in data
+    if signature:
+        _add_sig(cat, load_signature(path))
+    else:
+        _add_wk(cat, load_workaround(path), path)
+
+
+def load_roots(roots: list[Path], problems: list[tuple[str, str]] | None = None) -> Catalogue:
+    """Every entry under `roots` in one Catalogue (workaround references not checked). The
+    first bad entry raises, or, given `problems`, is listed there as (path, message) and
+    skipped, so that `catalogue check` reports every problem in one run."""
+    cat = Catalogue(dirs=[str(r) for r in roots])
+    for root in roots:
+        if problems is not None and not root.is_dir():
+            problems.append((str(root), "catalogue directory not found"))
+            continue
+        for path, signature in _entries(root):
+            try:
+                _add_file(cat, path, signature)
+            except CatalogueError as e:
+                if problems is None:
+                    raise
+                problems.append((str(path), str(e)))
     return cat
 
 

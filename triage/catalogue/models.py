@@ -8,7 +8,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ENGINES = ("sglang", "vllm", "trtllm", "tgi", "triton", "lmdeploy", "any")
-WORKAROUND_ENGINES = (*ENGINES, "docker")
 ID_RX = r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$"
 
 
@@ -70,7 +69,6 @@ class WorkaroundSpec(Strict):
     action: str | None = None
     cost: str = Field(min_length=10)
     value: ValueRule | None = None
-    conflicts: list[str] = Field(default_factory=list)
     # may `triage run --retry` apply it unattended? None: the entry does not say (entries from
     # before the field, or from other catalogues), which counts as no; `catalogue check` flags it
     auto: bool | None = None

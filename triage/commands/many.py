@@ -16,8 +16,8 @@ from triage.catalogue.load import Catalogue
 from triage.core.models import Report
 from triage.pipeline.analyze import Options, analyze
 
-_CAT: Catalogue | None = None
-_OPTS: Options | None = None
+# Set in each pool worker by _init_worker (the parent never sets it), inherited through fork.
+_worker: tuple[Catalogue, Options] | None = None
 
 
 class Group(BaseModel):
@@ -39,31 +39,38 @@ class Summary(BaseModel):
     errors: dict[str, str] = Field(default_factory=dict)  # log -> why it could not be read
 
 
-def _one(path: str) -> tuple[str, Report | None, str | None]:
+def _init_worker(cat: Catalogue, opts: Options) -> None:
+    global _worker
+    _worker = (cat, opts)
+
+
+def _in_worker(path: str) -> tuple[str, Report | None, str | None]:
+    assert _worker is not None
+    return _one(path, *_worker)
+
+
+def _one(path: str, cat: Catalogue, opts: Options) -> tuple[str, Report | None, str | None]:
     from triage.core.errors import TriageError
 
-    assert _CAT is not None and _OPTS is not None
     try:
-        return path, analyze(path, _CAT, _OPTS), None
+        return path, analyze(path, cat, opts), None
     except TriageError as e:
         return path, None, str(e)
 
 
 def analyze_many(paths: list[str], cat: Catalogue, opts: Options, jobs: int = 0) -> tuple[list[Report], dict[str, str]]:
     """Reports in input order; unreadable logs are reported, not fatal for the others."""
-    global _CAT, _OPTS
-    _CAT = cat
     jobs = jobs or (os.cpu_count() or 1)
     # one file per process; the byte-range split is for one big file only
-    _OPTS = Options(**{**opts.__dict__, "workers": 1}) if len(paths) > 1 and jobs > 1 else opts
+    opts = Options(**{**opts.__dict__, "workers": 1}) if len(paths) > 1 and jobs > 1 else opts
     results: list[tuple[str, Report | None, str | None]]
     if len(paths) > 1 and jobs > 1 and "-" not in paths:
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(min(jobs, len(paths))) as pool:
-            results = pool.map(_one, paths, chunksize=max(1, len(paths) // (jobs * 8)))
+        with mp.get_context("fork").Pool(min(jobs, len(paths)), initializer=_init_worker, initargs=(cat, opts)) as pool:
+            results = pool.map(_in_worker, paths, chunksize=max(1, len(paths) // (jobs * 8)))
     else:
-        results = [_one(p) for p in paths]
+        results = [_one(p, cat, opts) for p in paths]
     reports = [r for _, r, _ in results if r is not None]
     errors = {p: e for p, _, e in results if e is not None}
     return reports, errors

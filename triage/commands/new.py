@@ -18,6 +18,7 @@ import yaml
 
 from triage.catalogue.models import ENGINES
 from triage.core.fingerprint import top_frames
+from triage.core.lazyre import lazy_regex
 from triage.core.models import Failure, Report
 
 EXCERPT_CAP = 30
@@ -41,7 +42,7 @@ _VARIABLES: list[tuple[str, str]] = [
     ("rank", r"\b(?:TP|DP|PP|EP|rank|Rank|RANK|GPU|gpu|cuda:|device |local_rank=|rank=|worker_)\s?\d+\b"),
     ("number", r"(?<![A-Za-z_\d])\d+(?:\.\d+)*(?:[eE][+-]?\d+)?"),
 ]
-_VAR_RX = regex.compile("|".join(f"(?P<{name}>{rx})" for name, rx in _VARIABLES))
+_VAR_RX = lazy_regex("|".join(f"(?P<{name}>{rx})" for name, rx in _VARIABLES))
 _CLASSES = {
     "uuid": r"[0-9a-fA-F-]{36}",
     "datetime": r"\d{4}-\d\d-\d\d[ T][\d:.,]+",
@@ -54,8 +55,8 @@ _CLASSES = {
     "tuple": r"\([\d, ]+\)",
 }
 # a quoted name ('PrefillMetadata', 'page_table_1_flattened') is part of the message, not a variable
-_QUOTED_NAME = regex.compile(r"[A-Za-z_][\w.]{0,63}")
-_META = regex.compile(r"([\\.^$*+?{}\[\]|()])")
+_QUOTED_NAME = lazy_regex(r"[A-Za-z_][\w.]{0,63}")
+_META = lazy_regex(r"([\\.^$*+?{}\[\]|()])")
 
 # Words that say nothing about which failure this is: a keyword made of them alone would fire
 # on unrelated lines.

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 import regex
 
 from triage.core.fingerprint import mask
+from triage.core.lazyre import lazy_regex
+from triage.core.vocabulary import CONTENT_PREFIXES
 from triage.pipeline.parse.lines import parse_line
 from triage.pipeline.read import CHUNK_SIZE, iter_chunks, open_source
 
@@ -26,14 +28,12 @@ WORDS = ("Warning", "WARN", "Error", "ERROR", "error", "failed", "Failed", "FAIL
          "not supported", "unsupported", "not found", "deprecat", "Deprecat", "fatal", "Fatal", "FATAL", "CRITICAL")
 _WORD_BYTES = tuple(w.encode() for w in WORDS)
 # glog warning/error/fatal lines have a one-letter level (W0110 21:30:54.920681 ...)
-_GLOG_BYTES = regex.compile(rb"(?:^|\n)[WEF]\d{4} \d\d:")
-_WORD_RX = regex.compile("|".join(regex.escape(w) for w in WORDS))
+_GLOG_BYTES = lazy_regex(rb"(?:^|\n)[WEF]\d{4} \d\d:")
+_WORD_RX = lazy_regex("|".join(regex.escape(w) for w in WORDS))
 _KEEP_LEVELS = {"WARNING": "WARNING", "WARN": "WARNING", "W": "WARNING", "ERROR": "ERROR", "E": "ERROR",
                 "CRITICAL": "CRITICAL", "F": "FATAL"}
 _QUIET_LEVELS = {"INFO", "DEBUG", "TRACE", "I"}
-# request logging echoes user text, which may say anything
-_SKIP_PREFIXES = ("Receive: obj=", "Finish: obj=", "Received request", "Finished request", "Added request")
-_FRAME = regex.compile(r'^\s*File "')
+_FRAME = lazy_regex(r'^\s*File "')
 
 
 def template(no: int, text: str) -> str | None:
@@ -42,7 +42,7 @@ def template(no: int, text: str) -> str | None:
     msg = ln.message.rstrip()
     if not msg.strip() or msg[:1].isspace() or _FRAME.match(msg):
         return None  # traceback bodies: frames and code lines belong to the failure, not here
-    if msg.startswith(_SKIP_PREFIXES) or msg.startswith("Traceback (most recent call last)"):
+    if msg.startswith(CONTENT_PREFIXES) or msg.startswith("Traceback (most recent call last)"):
         return None
     level = (ln.level or "").upper()
     if level in _QUIET_LEVELS:
@@ -54,7 +54,7 @@ def template(no: int, text: str) -> str | None:
     return None
 
 
-def _numbered(lines: Iterable[str] | Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+def _numbered(lines: Iterable[str | tuple[int, str]]) -> Iterator[tuple[int, str]]:
     for i, item in enumerate(lines, 1):
         if isinstance(item, tuple):
             yield item

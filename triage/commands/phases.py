@@ -12,8 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import regex
-
+from triage.core.lazyre import lazy_regex
 from triage.core.vocabulary import FAILURE_HINTS
 from triage.pipeline.parse.lines import LogLine
 from triage.pipeline.parse.markers import BENIGN, MARKERS
@@ -36,14 +35,14 @@ __all__ = ["CUDA_GRAPHS", "KV_CACHE", "LOADING_WEIGHTS", "READY_PHASE", "STARTIN
 # tqdm-style progress as the engines print it:
 #   Loading safetensors checkpoint shards:  55% Completed | 90/163 [00:22<00:18, 4.17it/s]
 #   Capturing batches (bs=64 avail_mem=13.18 GB):  47%|████      | 9/19 [00:09<00:10,  0.91it/s]
-_PROGRESS = regex.compile(r"(\d{1,3})%\s*(?:Completed\s*\||\|[^|]*\|)\s*(\d+)/(\d+)")
+_PROGRESS = lazy_regex(r"(\d{1,3})%\s*(?:Completed\s*\||\|[^|]*\|)\s*(\d+)/(\d+)")
 # phases whose progress bars we show; a progress bar in any other phase belongs to something else
 _PROGRESS_PHASES = (STARTING, LOADING_WEIGHTS, CUDA_GRAPHS)
 
 _HINTS = tuple(h.decode() for h in FAILURE_HINTS)
 _TRACEBACK = "Traceback (most recent call last)"
 # lines inside a failure block that do not end it even though they carry an engine prefix
-_CONTINUATION = regex.compile(r"^(?:During handling of the above exception|The above exception was the direct cause|\s*$)")
+_CONTINUATION = lazy_regex(r"^(?:During handling of the above exception|The above exception was the direct cause|\s*$)")
 
 
 # Literals that every line able to move a phase or open a failure block holds: the phase

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
-from typing import IO
+from typing import IO, cast
 
 from triage.commands.watch import (
     POLL_INTERVAL,
@@ -115,7 +115,7 @@ class Server:
             raise TriageError(f"{command[0]}: permission denied") from None
         except OSError as e:
             raise TriageError(f"{command[0]}: cannot start ({e.strerror or e})") from None
-        terminal = getattr(sys.stderr, "buffer", sys.stderr)
+        terminal = cast("IO[bytes]", getattr(sys.stderr, "buffer", sys.stderr))
         self.output: Tee | Echo
         if detached:
             self.output = Echo(str(log.name), terminal)
@@ -304,7 +304,7 @@ def supervise(server: Server, w: Watcher, out: Printer, opts: WatchOptions, stop
 
 def _finish(server: Server, w: Watcher, out: Printer, rc: int) -> int:
     """The server is gone: the report of its whole log, and the exit status."""
-    report = w.analyze()
+    report = w.report()
     failed = report is not None and report.exit_code == EXIT_FAILURE
     code = exit_status(rc, failed, server.forwarded, server.killed)
     how = f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with status {rc}"

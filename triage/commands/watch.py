@@ -47,12 +47,11 @@ class Follower:
     `generation` goes up, so that the caller can restart its line numbers.
     """
 
-    def __init__(self, path: str, chunk: int = 1 << 16, max_read: int = 1 << 20,
-                 max_line: int = 1 << 20) -> None:
+    def __init__(self, path: str, max_read: int = 1 << 20, max_line: int = 1 << 20) -> None:
         self.path = path
         self.generation = 0
         self.reason = ""  # why the last generation began: "created", "truncated", "rotated"
-        self._chunk, self._max_read, self._max_line = chunk, max_read, max_line
+        self._max_read, self._max_line = max_read, max_line
         self._fh: IO[bytes] | None = None
         self._ino: tuple[int, int] | None = None
         self._pos = 0
@@ -235,14 +234,15 @@ class Watcher:
     def confirm(self) -> Report | None:
         """Run the pipeline on the file; the failure is real only if it finds one. Otherwise
         forget the block and keep watching."""
-        report = self.analyze()
+        report = self.report()
         if report is not None and report.exit_code == EXIT_FAILURE:
             return report
         self.block.reset()
         self._block_opened_at = None
         return None
 
-    def analyze(self) -> Report | None:
+    def report(self) -> Report | None:
+        """The Report of the log as read so far (None until the file exists)."""
         from triage.pipeline.analyze import Options, analyze
 
         if not os.path.exists(self.path):

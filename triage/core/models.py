@@ -199,6 +199,9 @@ class Report(BaseModel):
     notes: list[str] = Field(default_factory=list)
     patched_command: str | None = None
     baseline: BaselineComparison | None = None
+    # about this run rather than the log (the scanner fell back to its portable engine): the
+    # CLI prints them on stderr; not part of the JSON, which describes the log
+    diagnostics: list[str] = Field(default_factory=list, exclude=True)
 
     @property
     def exit_code(self) -> int:

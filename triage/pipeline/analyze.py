@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import BinaryIO, cast
 
 from triage.catalogue.load import Catalogue, load_catalogue
+from triage.core import vocabulary
 from triage.core.load_summary import LoadSummary
 from triage.core.models import Evidence, Failure, LoadFigures, Report, Timeline
 from triage.pipeline.hints import hints_for
@@ -30,22 +33,18 @@ class Options:
     keep_generic: bool = False  # keep generic findings that a specific one already explains
 
 
-_PREFILTERS: dict[tuple[frozenset[str], bool], Prefilter] = {}
-
-
 def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True) -> Prefilter:
-    """The compiled prefilter for a catalogue's keywords (compiled once per process).
+    """The compiled prefilter for a catalogue's keywords, compiled once per process for the
+    same keywords (a watch, a corpus or `catalogue check` analyses many logs)."""
+    return _prefilter(frozenset(cat.keywords()), prefer_hyperscan)
 
-    Keyed by the keywords themselves, not the catalogue object: an id() can be reused by a
-    later, different catalogue once the first is gone."""
-    from triage.core import vocabulary as anchors
 
-    keywords = frozenset(cat.keywords())
-    key = (keywords, prefer_hyperscan)
-    if key not in _PREFILTERS:
-        words = set(keywords) | set(anchors.WINDOW) | set(anchors.LINE)
-        _PREFILTERS[key] = Prefilter(words, prefer_hyperscan=prefer_hyperscan, flagged=keywords)
-    return _PREFILTERS[key]
+@functools.lru_cache(maxsize=8)
+def _prefilter(keywords: frozenset[str], prefer_hyperscan: bool) -> Prefilter:
+    # keyed by the keywords themselves, not the catalogue object: an id() can be reused by a
+    # later, different catalogue once the first is gone
+    words = set(keywords) | set(vocabulary.WINDOW) | set(vocabulary.LINE)
+    return Prefilter(words, prefer_hyperscan=prefer_hyperscan, flagged=keywords)
 
 
 def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
@@ -69,7 +68,8 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
         from triage.pipeline.read import Prefetch, iter_spans
 
         decoded = not isinstance(fh, (io.BufferedReader, io.FileIO))
-        src = Prefetch(fh) if decoded else fh
+        # a Prefetch reads like the binary file it wraps (read, readinto)
+        src = cast(BinaryIO, Prefetch(fh)) if decoded else fh
         return scan(progress.wrap(iter_spans(src, name=path)), pf)
 
 
@@ -96,6 +96,8 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
                        keep_generic=opts.keep_generic)
     report.findings = match(cat, ctx)
     report.notes.extend(ctx.notes)
+    if res.scanner_note:
+        report.diagnostics.append(res.scanner_note)
     if res.capped:
         report.notes.append("cap on kept lines hit: the log has more distinct error and traceback lines than a "
                             f"report can use; {len(res.lines):,} were kept, from the start and the end of the log, "
@@ -208,7 +210,8 @@ def _failures_from_findings(report: Report, by_no: dict) -> None:
 
     exc_rx = regex.compile(r"(?:^|\s)(" + EXC_NAME + r")(?::\s?(.*))?$")
     by_line: dict[int, int] = {}
-    for x in report.findings:
+    # where two findings claim the same line, the most specific one's evidence makes the failure
+    for x in sorted(report.findings, key=lambda x: (x.incomplete is not None, x.generic, -x.confidence)):
         if x.failure is not None or x.severity not in ("crash", "hang") or x.unlikely or not x.evidence:
             continue
         ev = x.evidence[0]

@@ -13,15 +13,16 @@ from functools import lru_cache
 from pathlib import Path
 
 from triage.catalogue.flags import FlagIndex, flag_index
+from triage.core.lazyre import lazy
 from triage.core.models import Failure, Workaround
 
-FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+(?:=[^\s,;)`'\"]+)?")
-SUGGESTS = re.compile(
+FLAG = lazy(r"(?<![\w-])--[a-z][a-z0-9-]+(?:=[^\s,;)`'\"]+)?")
+SUGGESTS = lazy(
     r"(?i)\b(?:set|use|using|disable|enable|increase|decrease|lower|raise|reduce|try|add|pass|specify|"
     r"consider|please|setting|remove|by)\b")
-LIST_ITEM = re.compile(r"^\s*\d+\.\s+")
-REMOVE = re.compile(r"(?i)(?:not using|remove|without|drop)\s+`?(--[a-z][a-z0-9-]+)")
-SET_VALUE = re.compile(r"(?i)set\s+`?(--[a-z][a-z0-9-]+)`?\s+to\s+a\s+(?:smaller|larger|lower|higher)\s+value\s*\(e\.g\.,?\s*([\d.]+)")
+LIST_ITEM = lazy(r"^\s*\d+\.\s+")
+REMOVE = lazy(r"(?i)(?:not using|remove|without|drop)\s+`?(--[a-z][a-z0-9-]+)")
+SET_VALUE = lazy(r"(?i)set\s+`?(--[a-z][a-z0-9-]+)`?\s+to\s+a\s+(?:smaller|larger|lower|higher)\s+value\s*\(e\.g\.,?\s*([\d.]+)")
 DATA = Path(__file__).resolve().parents[1] / "catalogue" / "data" / "hints.json"
 
 

@@ -13,7 +13,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import regex
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -25,16 +24,15 @@ from triage.pipeline.parse.lines import LogLine
 
 PATTERN_TIMEOUT = 0.5  # seconds for one pattern on one line
 MAX_EVIDENCE = 6
-# What a setting name in a signature's `when` may be called in each engine's printed config.
+# What a setting name in a signature's `when` may be called in each engine's printed config,
+# in the order they are tried; any other name is read as itself. The table in docs/catalogue.md
+# lists the same (tests/test_catalogue_contract.py).
 SETTING_ALIASES = {
     "attention_backend": ["attention_backend", "attn_backend", "VLLM_ATTENTION_BACKEND"],
-    "kv_cache_dtype": ["kv_cache_dtype"],
     "tp_size": ["tp_size", "tensor_parallel_size"],
     "tensor_parallel_size": ["tensor_parallel_size", "tp_size"],
     "dp_size": ["dp_size", "data_parallel_size"],
     "quantization": ["quantization", "quantize"],
-    "enable_prefix_caching": ["enable_prefix_caching"],
-    "enforce_eager": ["enforce_eager"],
 }
 
 
@@ -46,11 +44,6 @@ class MatchContext:
     keyword_lines: set[int] | None = None  # from the scan; None: look in every line
     keep_generic: bool = False  # catalogue examples: show generic findings even when explained
     notes: list[str] = field(default_factory=list)
-
-
-# Lines that carry request content (prompts, outputs): user text can say anything, including
-# an error message, so no signature is matched there.
-CONTENT_LINE = regex.compile("^(?:" + "|".join(regex.escape(p) for p in CONTENT_PREFIXES) + ")")
 
 
 def _by_keyword(cat: Catalogue) -> dict[str, list[Signature]]:
@@ -113,8 +106,8 @@ def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
     for ln in ctx.lines:
         if ctx.keyword_lines is not None and ln.no not in ctx.keyword_lines:
             continue
-        if CONTENT_LINE.match(ln.message):
-            continue
+        if ln.message.startswith(CONTENT_PREFIXES):
+            continue  # user text can say anything, an error message included
         # keywords can overlap ("illegal memory access" inside "an illegal memory access was ..."),
         # so a line that holds one is checked for all of them
         found = [k for k in by_kw if k in ln.text]
@@ -138,7 +131,6 @@ def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
     findings = [_finding(cat.signatures[sid], lines, ctx) for sid, lines in hits.items()]
     if not ctx.keep_generic:
         findings = _drop_explained_generics(findings, cat)
-    findings.sort(key=finding_rank(ctx.failures))
     return findings
 
 

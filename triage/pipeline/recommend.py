@@ -330,8 +330,10 @@ def patched_command(report: Report, cat: Catalogue) -> str | None:
     if not args or not report.findings:
         return None
     top = report.findings[0]
+    # only a catalogue workaround written for this very engine: its flags are that engine's
     rec = next((w for w in top.workarounds if w.status == "recommended" and (w.flags or w.remove_flags)
-                and not any(e for e in w.env) and w.id.split("-")[0] == (env.engine or "")), None)
+                and not any(e for e in w.env) and w.source == "catalogue"
+                and (spec := cat.workarounds.get(w.id)) is not None and spec.engine == env.engine), None)
     if rec is None:
         return None
     patched = apply_workaround(args, rec, flag_index(env.engine) if env.engine else None)

@@ -121,6 +121,7 @@ def redact_report(report: Report, ips: bool = False) -> Report:
     out = Report.model_validate(_walk(data, ips))
     out.environment.launch_settings = {k: MASK if secret_setting(k, v) else _walk(v, ips) for k, v in launch.items()}
     out.environment.launch_args = redact_argv(report.environment.launch_args, ips)
+    out.diagnostics = [redact_text(d, ips) for d in report.diagnostics]
     return out
 
 

@@ -10,10 +10,10 @@ load line before a failure anchor is kept. Nothing else of the log is decoded.
 from __future__ import annotations
 
 import re
-import sys
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from triage.core import vocabulary as anchors
 from triage.core.load_summary import LoadSummary
@@ -25,6 +25,7 @@ _PREFILL = re.compile(rb"#new-token: (\d+), #cached-token: (\d+)")
 _VLLM_HIT = re.compile(rb"Prefix cache hit rate: ([\d.]+)%")
 _LOAD_WORDS = [w.encode() for w in anchors.LOAD]
 GATE_LEN, GATE_MIN = 14, 6
+SAMPLE_BYTES, SAMPLE_SLICES = 64 * 1024, 32  # what the gates are chosen on
 # HTTP access lines of uvicorn / the engines' own loggers for an answered request
 SERVING_WORD = b'" 200 '  # the end of `"POST /v1/... HTTP/1.1" 200 OK`, whatever the HTTP version
 SERVING_TAIL = 256 * 1024  # only the end of each chunk is searched: a serving log repeats it often
@@ -40,6 +41,7 @@ class ScanResult:
     load: LoadSummary = field(default_factory=LoadSummary)
     load_before_failure: LoadSummary | None = None
     engine_used: str = "re"
+    scanner_note: str | None = None  # Prefilter.note
     keyword_lines: set[int] = field(default_factory=set)  # lines holding a catalogue keyword
     failure_anchors: list[int] = field(default_factory=list)  # first failure-looking line per chunk
     last_serving: int = 0  # the last load line or HTTP 2xx access line: the server was still serving
@@ -47,15 +49,6 @@ class ScanResult:
     repeats: dict[bytes, tuple[int, int]] = field(default_factory=dict)
     window_keys: dict[int, bytes] = field(default_factory=dict)  # header line of a kept window -> its key
     capped: bool = False  # more distinct lines than the report could use: the rest were counted, not kept
-
-
-_SAID: set[str] = set()
-
-
-def _say_once(msg: str) -> None:
-    if msg not in _SAID:
-        _SAID.add(msg)
-        print(f"triage: {msg}", file=sys.stderr)
 
 
 class Prefilter:
@@ -71,10 +64,11 @@ class Prefilter:
         flagged_set = set(flagged)
         self.flagged = [w in flagged_set for w in self.words]
         self.engine = "re"
+        self.note: str | None = None  # why the portable engine is used although Hyperscan was asked for
         self._hs = None
         if prefer_hyperscan:
             try:
-                import hyperscan  # type: ignore[import-not-found]
+                import hyperscan
 
                 db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
                 exprs = [re.escape(w).encode() for w in self.words]
@@ -83,9 +77,9 @@ class Prefilter:
                 self._hs = db
                 self.engine = "hyperscan"
             except ImportError:
-                _say_once("Hyperscan is not installed; using the portable scanner (about 5x slower on big logs)")
-            except Exception as e:  # a pattern Hyperscan rejects: fall back, say so once
-                _say_once(f"Hyperscan could not compile the keywords ({e}); using the portable scanner")
+                self.note = "Hyperscan is not installed; using the portable scanner (about 5x slower on big logs)"
+            except Exception as e:  # a pattern Hyperscan rejects: fall back and say so
+                self.note = f"Hyperscan could not compile the keywords ({e}); using the portable scanner"
         self._bwords = [w.encode() for w in self.words]
         self._wid = {w: i for i, w in enumerate(self._bwords)}
         self._gate_rx: re.Pattern[bytes] | None = None
@@ -93,25 +87,51 @@ class Prefilter:
         self._flag_rx: re.Pattern[bytes] | None = None
 
     def _gates(self, sample: bytes) -> re.Pattern[bytes]:
-        """The portable engine's prefilter: for each word, its rarest substring in a sample of
-        this very log, as one trie regex. Python's regex engine pays per byte for every branch
-        it enters, so rare gates run several times faster than the words themselves; a line
-        that holds a gate is then checked for the real words with plain substring tests."""
-        first = {b: sample.count(bytes([b])) for b in set(sample)}
+        """The portable engine's prefilter: for each word a substring ("gate") of it that is
+        rare in a sample of this very log, as one trie regex; a line that holds a gate is then
+        checked for the real words. Python's regex engine tries a match at every byte that can
+        open a gate, so the gates are chosen to open with as few, and as rare, bytes as possible
+        (a weighted set cover over first bytes): that count, not the gates' length, sets its speed."""
+        freq = Counter(sample)
         memo: dict[bytes, int] = {}
 
-        def rarity(g: bytes) -> tuple[int, int]:
+        def count(g: bytes) -> int:
             if g not in memo:
                 memo[g] = sample.count(g)
-            return memo[g], first.get(g[0], 0)
+            return memo[g]
 
-        gates = set()
+        # each word's candidates: its substrings seen least often in the sample
+        cands: list[list[bytes]] = []
         for b in self._bwords:
             if len(b) <= GATE_MIN:
-                gates.add(b)
+                cands.append([b])
                 continue
-            gates.add(min((b[i : i + GATE_LEN] for i in range(len(b) - GATE_MIN + 1)), key=rarity))
+            subs = [b[i : i + GATE_LEN] for i in range(len(b) - GATE_MIN + 1)]
+            least = min(map(count, subs))
+            cands.append([g for g in subs if count(g) == least])
+        opens = [{g[0] for g in c} for c in cands]
+        chosen: set[int] = set()
+        left = set(range(len(cands)))
+        while left:  # greedy: the cheapest byte per word it lets open a gate
+            covers = Counter(c for i in left for c in opens[i])
+            best = min(covers, key=lambda c: ((freq[c] + 1) / covers[c], c))
+            chosen.add(best)
+            left = {i for i in left if best not in opens[i]}
+        for c in sorted(chosen, key=lambda c: (-freq[c], c)):  # drop what the others cover
+            if all(o & (chosen - {c}) for o in opens):
+                chosen.discard(c)
+        gates = {min((g for g in c if g[0] in chosen), key=lambda g: (freq[g[0]], g)) for c in cands}
         return re.compile(trie_regex(sorted(gates)))
+
+    @staticmethod
+    def _sample(chunk: bytes | bytearray, n: int) -> bytes:
+        """Slices from across the chunk: its first bytes are the server's start-up, whose byte
+        frequencies are not those of the traffic that fills the rest of the log."""
+        if n <= SAMPLE_BYTES:
+            return bytes(chunk[:n])
+        step = n // SAMPLE_SLICES
+        size = SAMPLE_BYTES // SAMPLE_SLICES
+        return b"".join(chunk[i * step : i * step + size] for i in range(SAMPLE_SLICES))
 
     def hits(self, chunk: bytes | bytearray, n: int | None = None) -> list[tuple[int, int]]:
         """(end offset, word index) of every keyword occurrence in chunk[:n], overlaps included."""
@@ -123,10 +143,11 @@ class Prefilter:
                 out.append((to, wid))
 
             with memoryview(chunk) as mv:
-                self._hs.scan(mv[:n], match_event_handler=on_match)
+                # the binding scans any buffer (no copy of the chunk); its stub says str or bytes
+                self._hs.scan(mv[:n], match_event_handler=on_match)  # type: ignore[type-var]
             return out
         if self._gate_rx is None:
-            self._gate_rx = self._gates(bytes(chunk[: min(n, 64 * 1024)]))
+            self._gate_rx = self._gates(self._sample(chunk, n))
         res: list[tuple[int, int]] = []
         pos = 0
         while pos < n:
@@ -178,7 +199,7 @@ def trie_regex(words: list[bytes]) -> bytes:
     return build(trie)
 
 
-def _decode(b: bytes) -> str:
+def _decode(b: bytes | bytearray) -> str:
     # a kept line is cut at LINE_CAP (the reader already cut anything over MAX_LINE), so one
     # huge line costs neither regex time nor report size
     return b[:LINE_CAP].decode("utf-8", "replace")
@@ -210,7 +231,8 @@ def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line:
 
 def _peak(summary: LoadSummary, buf: bytes | bytearray, n: int, rx: re.Pattern[bytes], fmt: bytes,
           first_line: int) -> None:
-    vals = rx.findall(buf, 0, n)
+    # the same few values recur on a million lines: only the distinct ones are parsed
+    vals = set(rx.findall(buf, 0, n))
     best = max(map(int, vals)) if vals else 0
     if best > summary.peak_running:
         summary.peak_running = best
@@ -390,7 +412,7 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
     """One pass over `chunks` (bytes, or (buffer, n) spans from read.iter_spans).
     `overflow` (data after a byte range) only completes windows that the range's last lines
     opened; it is not scanned itself."""
-    res = ScanResult(engine_used=prefilter.engine)
+    res = ScanResult(engine_used=prefilter.engine, scanner_note=prefilter.note)
     keeper = _Keeper(res)
     window_words = [(w.encode(), n) for w, n in anchors.WINDOW.items()]
     line_no = 1  # number of the first line of the current chunk
@@ -465,9 +487,9 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                 last_w = None
             cap = max((k for w, k in window_words if w in raw), default=0)
             if not cap:
-                repeat_key = keeper.line(no, raw, start in flagged_starts)
-                if repeat_key is not None:
-                    repeat_raw = raw
+                counted = keeper.line(no, raw, start in flagged_starts)
+                if counted is not None:
+                    repeat_raw, repeat_key = raw, counted
                 continue
             w = _Window(header=no, left=cap, lead=_lead(raw), lines=[(no, raw[:LINE_CAP])])
             if start in flagged_starts:
@@ -527,26 +549,38 @@ def _walk(w: _Window, buf: bytes | bytearray, p: int, n: int, no: int) -> tuple[
 # -- several cores on one file ---------------------------------------------------------------
 
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
-_WORKER_PREFILTER: Prefilter | None = None  # inherited by forked workers
-_WORKER_PROGRESS = None  # a shared counter of bytes scanned, for the progress line
+# Set in each scan worker by _init_worker (the parent never sets it): the prefilter (a
+# Hyperscan database cannot be pickled, so it is inherited through fork) and the shared
+# counter of bytes scanned for the progress line, or None.
+_worker: tuple[Prefilter, Any] | None = None
 
 
-def _scan_range(args: tuple[str, int, int]) -> ScanResult:
+def _init_worker(prefilter: Prefilter, counter: Any) -> None:
+    global _worker
+    _worker = (prefilter, counter)
+
+
+def _scan_range_in_worker(args: tuple[str, int, int]) -> ScanResult:
+    assert _worker is not None
+    return scan_range(*args, *_worker)
+
+
+def scan_range(path: str, start: int, end: int, prefilter: Prefilter, counter: Any = None) -> ScanResult:
+    """The scan of bytes [start, end) of a file, cut at line starts (split_points); windows
+    opened near the end are completed from the bytes after it."""
     from triage.pipeline.read import iter_chunks, iter_spans
 
-    path, start, end = args
-    assert _WORKER_PREFILTER is not None
     def counted(spans: Iterator[tuple[bytearray, int]]) -> Iterator[tuple[bytearray, int]]:
         for span in spans:
-            if _WORKER_PROGRESS is not None:
-                with _WORKER_PROGRESS.get_lock():
-                    _WORKER_PROGRESS.value += span[1]
+            if counter is not None:
+                with counter.get_lock():
+                    counter.value += span[1]
             yield span
 
     with open(path, "rb") as fh:
         fh.seek(start)
         chunks = counted(iter_spans(fh, name=path, limit=end - start))
-        res = scan(chunks, _WORKER_PREFILTER, overflow=iter_chunks(fh, name=path, limit=4 * 1024 * 1024))
+        res = scan(chunks, prefilter, overflow=iter_chunks(fh, name=path, limit=4 * 1024 * 1024))
     return res
 
 
@@ -605,7 +639,7 @@ def _add(a: LoadSummary, b: LoadSummary) -> LoadSummary:
 
 def merge(parts: list[ScanResult]) -> ScanResult:
     """Results of consecutive byte ranges -> the result of one pass over the whole."""
-    out = ScanResult(engine_used=parts[0].engine_used)
+    out = ScanResult(engine_used=parts[0].engine_used, scanner_note=parts[0].scanner_note)
     offset = 0
     for res in parts:
         _shift(res, offset)
@@ -630,9 +664,9 @@ def merge(parts: list[ScanResult]) -> ScanResult:
         out.capped = out.capped or res.capped
         for k, h in res.window_keys.items():
             out.window_keys.setdefault(k, h)
-        for k, (c, last) in res.repeats.items():
-            have = out.repeats.get(k, (0, last))
-            out.repeats[k] = (have[0] + c, max(have[1], last))
+        for rk, (c, last) in res.repeats.items():
+            have = out.repeats.get(rk, (0, last))
+            out.repeats[rk] = (have[0] + c, max(have[1], last))
         offset += res.total_lines
     out.total_lines = offset
     return out
@@ -652,26 +686,22 @@ def scan_file(path: str, prefilter: Prefilter, workers: int) -> ScanResult | Non
     cuts = split_points(path, size, workers)
     if len(cuts) < 3:
         return None
-    global _WORKER_PREFILTER
-    _WORKER_PREFILTER = prefilter
     try:
         ctx = mp.get_context("fork")
     except ValueError:
         return None
     from triage.core.progress import Progress
 
-    global _WORKER_PROGRESS
     progress = Progress(size, "scanning")
-    _WORKER_PROGRESS = ctx.Value("q", 0) if progress.enabled else None
+    counter = ctx.Value("q", 0) if progress.enabled else None
     try:
-        with ctx.Pool(len(cuts) - 1) as pool:
-            pending = pool.map_async(_scan_range, [(path, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
+        with ctx.Pool(len(cuts) - 1, initializer=_init_worker, initargs=(prefilter, counter)) as pool:
+            pending = pool.map_async(_scan_range_in_worker, [(path, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
             while not pending.ready():
                 pending.wait(0.2)
-                if _WORKER_PROGRESS is not None:
-                    progress.update(_WORKER_PROGRESS.value)
+                if counter is not None:
+                    progress.update(counter.value)
             parts = pending.get()
     finally:
         progress.close()
-        _WORKER_PROGRESS = None
     return merge(parts)

@@ -11,7 +11,6 @@ entry gains and breaks before it is merged.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Iterable
@@ -22,7 +21,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from triage.catalogue.load import Catalogue
 from triage.core.errors import TriageError
+from triage.core.lazyre import lazy
 
 METRICS = ("detected", "exception", "recognised", "right1", "fix1", "fixany", "clean")
 METRIC_TITLES = {
@@ -174,8 +175,9 @@ def load_cases(corpus: str | Path, split: str = "all") -> list[Case]:
 
 # ---- running -----------------------------------------------------------------------------------
 
-_FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_-]*")
-_WORKER_CATALOGUE = None
+_FLAG = lazy(r"--[A-Za-z0-9][A-Za-z0-9_-]*")
+# Set in each pool worker by _init_worker (the parent never sets it).
+_worker_catalogue: Catalogue | None = None
 
 
 def _norm_flags(items: Iterable[str]) -> set[str]:
@@ -187,17 +189,22 @@ def _env_names(items: Iterable[str]) -> set[str]:
 
 
 def _init_worker(roots: list[str], builtin: bool) -> None:
-    global _WORKER_CATALOGUE
+    global _worker_catalogue
     from triage.catalogue.load import load_catalogue
 
-    _WORKER_CATALOGUE = load_catalogue(roots, builtin=builtin)
+    _worker_catalogue = load_catalogue(roots, builtin=builtin)
 
 
-def _outcome(case_id: str, log: str) -> Outcome:
+def _outcome_in_worker(case_id: str, log: str) -> Outcome:
+    assert _worker_catalogue is not None
+    return _outcome(case_id, log, _worker_catalogue)
+
+
+def _outcome(case_id: str, log: str, cat: Catalogue) -> Outcome:
     from triage.pipeline.analyze import analyze
 
     try:
-        report = analyze(log, catalogue=_WORKER_CATALOGUE)
+        report = analyze(log, catalogue=cat)
     except TriageError as e:
         return Outcome(id=case_id, error=str(e))
     out = Outcome(id=case_id, failures=len(report.failures), fatal=report.exit_code == 1)
@@ -224,10 +231,12 @@ def _outcome(case_id: str, log: str) -> Outcome:
 def run_cases(cases: list[Case], roots: list[str], builtin: bool, jobs: int = 0) -> dict[str, Outcome]:
     workers = jobs or (os.cpu_count() or 1)
     if workers == 1 or len(cases) < 4:
-        _init_worker(roots, builtin)
-        return {c.label.id: _outcome(c.label.id, c.log) for c in cases}
+        from triage.catalogue.load import load_catalogue
+
+        cat = load_catalogue(roots, builtin=builtin)
+        return {c.label.id: _outcome(c.label.id, c.log, cat) for c in cases}
     with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(roots, builtin)) as pool:
-        results = pool.map(_outcome, [c.label.id for c in cases], [c.log for c in cases], chunksize=4)
+        results = pool.map(_outcome_in_worker, [c.label.id for c in cases], [c.log for c in cases], chunksize=4)
         return {o.id: o for o in results}
 
 
@@ -331,7 +340,8 @@ def _catalogue_root(ref: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
         subprocess.run(["tar", "-x", "-C", tmp.name], input=archive.stdout, capture_output=True, check=True)
     except (OSError, subprocess.CalledProcessError) as e:
         tmp.cleanup()
-        detail = e.stderr.decode(errors="replace").strip().splitlines()[0] if getattr(e, "stderr", None) else str(e)
+        stderr = e.stderr if isinstance(e, subprocess.CalledProcessError) else None
+        detail = stderr.decode(errors="replace").strip().splitlines()[0] if stderr else str(e)
         raise TriageError(f"--against {ref}: not a directory or a git revision of the catalogue ({detail})") from None
     return tmp.name, tmp
 

@@ -15,23 +15,14 @@ from pathlib import Path
 import regex
 
 from triage.catalogue.flags import flag_index, flag_name
-from triage.catalogue.load import (
-    Catalogue,
-    Signature,
-    _add_sig,
-    _add_wk,
-    _yaml_files,
-    builtin_dirs,
-    line_with,
-    load_signature,
-    load_workaround,
-)
+from triage.catalogue.load import Catalogue, Signature, builtin_dirs, line_with, load_catalogue, load_roots
 from triage.core.errors import CatalogueError
+from triage.core.lazyre import lazy_regex
 
 # Nested quantifiers such as (a+)+ or (\w*)* and adjacent unbounded wildcards: the shapes
 # that make backtracking engines explode.
-_NESTED = regex.compile(r"\((?:[^()\\]|\\.)*[+*}]\)[+*{]")
-_DOUBLE_WILD = regex.compile(r"\.[*+]\??\s*\.[*+]")
+_NESTED = lazy_regex(r"\((?:[^()\\]|\\.)*[+*}]\)[+*{]")
+_DOUBLE_WILD = lazy_regex(r"\.[*+]\??\s*\.[*+]")
 ADVERSARIAL_TIMEOUT = 0.25
 
 
@@ -87,7 +78,7 @@ def todo_problems(sig: Signature) -> list[str]:
 
 def hyperscan_rejects(cat: Catalogue) -> list[str]:
     try:
-        import hyperscan  # type: ignore[import-not-found]
+        import hyperscan
     except ImportError:
         return []
     out = []
@@ -126,6 +117,28 @@ def _auto_problems(cat: Catalogue) -> list[tuple[str, str]]:
 
 
 ENGINES_OF_ANY = ("sglang", "vllm")  # an engine-any crash must help at least the two main engines
+
+
+COMMON = "common"  # the folder for entries of every engine (engine: any, docker)
+
+
+def folder_problems(cat: Catalogue) -> list[tuple[str, str]]:
+    """The `engine:` field is the one statement of an entry's engine; the folder only organises
+    the files and must agree with it (sglang/ for sglang, common/ for any and docker). Only
+    entries under a signatures/ or workarounds/ tree are held to it; the id carries no meaning."""
+    out = []
+    entries: list[tuple[str, str, str, str]] = [(s.path, sid, "signature", s.spec.engine)
+                                                for sid, s in cat.signatures.items()]
+    entries += [(cat.workaround_paths[wid], wid, "workaround", w.engine) for wid, w in cat.workarounds.items()]
+    for path, eid, kind, engine in entries:
+        p = Path(path)
+        if p.parent.parent.name not in ("signatures", "workarounds"):
+            continue  # a bare directory of entries, or a flat signatures/ folder: no engine folders
+        want = COMMON if engine in ("any", "docker") else engine
+        if p.parent.name != want:
+            out.append((path, f"{eid}: {kind} for engine {engine!r} is in folder {p.parent.name}/; "
+                              f"move it to {p.parent.parent.name}/{want}/"))
+    return out
 
 
 def _depth_problems(cat: Catalogue) -> list[tuple[str, str]]:
@@ -174,44 +187,10 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
     roots = [Path(d) for d in dirs] if dirs else builtin_dirs()
     roots += [Path(d) for d in extra]
     problems: list[tuple[str, str]] = []
-    cat = Catalogue(dirs=[str(r) for r in roots])
-    for root in roots:
-        if not root.is_dir():
-            problems.append((str(root), "catalogue directory not found"))
-            continue
-        has_sig, has_wk = (root / "signatures").is_dir(), (root / "workarounds").is_dir()
-        if has_sig or has_wk:
-            wk_files = _yaml_files(root / "workarounds") if has_wk else []
-            sig_files = _yaml_files(root / "signatures") if has_sig else []
-            mixed: list[Path] = []
-        else:
-            wk_files, sig_files, mixed = [], [], _yaml_files(root)
-        for f in wk_files:
-            try:
-                _add_wk(cat, load_workaround(f), f)
-            except CatalogueError as e:
-                problems.append((str(f), str(e)))
-        for f in mixed:
-            try:
-                from triage.catalogue.load import read_yaml
-
-                data, _ = read_yaml(f)
-                if isinstance(data, dict) and "patterns" in data:
-                    sig_files.append(f)
-                else:
-                    _add_wk(cat, load_workaround(f), f)
-            except CatalogueError as e:
-                problems.append((str(f), str(e)))
-        for f in sig_files:
-            try:
-                _add_sig(cat, load_signature(f))
-            except CatalogueError as e:
-                problems.append((str(f), str(e)))
+    cat = load_roots(roots, problems)
     # a user's catalogue may reference the built-in workarounds
     if dirs and not any(Path(d).resolve() in [b.resolve() for b in builtin_dirs()] for d in dirs):
         try:
-            from triage.catalogue.load import load_catalogue
-
             base = load_catalogue()
             for wid, w in base.workarounds.items():
                 if wid not in cat.workarounds:
@@ -220,15 +199,16 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
         except CatalogueError as e:
             problems.append(("built-in catalogue", str(e)))
     for s in cat.signatures.values():
-        for w in s.spec.workarounds:
-            if w not in cat.workarounds:
-                problems.append((f"{s.path}:{line_with(s.path, w)}", f"{s.spec.id}: unknown workaround id {w!r}"))
+        for ref in s.spec.workarounds:
+            if ref not in cat.workarounds:
+                problems.append((f"{s.path}:{line_with(s.path, ref)}", f"{s.spec.id}: unknown workaround id {ref!r}"))
         for p in pattern_problems(s):
             problems.append((s.path, f"{s.spec.id}: {p}"))
         problems.extend((s.path, f"{s.spec.id}: {p}") for p in todo_problems(s))
     problems.extend(_flag_problems(cat))
     problems.extend(_auto_problems(cat))
     problems.extend(_depth_problems(cat))
+    problems.extend(folder_problems(cat))
     n_examples = 0
     if not any("unknown workaround" in p for _, p in problems):
         n_examples, ex_problems = _run_examples(cat)

@@ -100,7 +100,7 @@ def run_attempt(rec: AttemptRecord, opts: WatchOptions, out: AttemptPrinter, gua
             server.forward(guard.signum)
         w = Watcher(rec.log, opts.catalogue_dirs, opts.grace, catalogue=cat)
         outcome = supervise(server, w, out, opts, stop_at_ready=stop_at_ready)
-        report = w.analyze()
+        report = w.report()
         rec.ready_seconds = round(out.ready_seconds, 3) if out.ready_seconds is not None else None
         if outcome.rc is None:
             rec.end, rec.exit_code = "ready", 0

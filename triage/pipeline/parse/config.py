@@ -41,10 +41,7 @@ class Config:
     settings: dict[str, Any] = field(default_factory=dict)  # everything printed, merged
     cli: dict[str, Any] = field(default_factory=dict)  # only what the launch arguments said
     version: str | None = None
-    version_line: int | None = None
-    non_default: bool = False  # vLLM's non-default args hold only changed values
     launch_command: str | None = None  # a shell command line the log shows (e.g. `Killed  python -m ...`)
-    launch_line: int | None = None
 
 
 def _balanced_end(text: str, open_at: int) -> int | None:
@@ -174,7 +171,7 @@ def extract(lines: list[LogLine]) -> Config:
         if cfg.launch_command is None and ("launch_server" in msg or " serve " in msg or msg.startswith(("sglang serve", "vllm serve"))):
             lm = _LAUNCH.search(msg)
             if lm and " --" in lm["cmd"]:
-                cfg.launch_command, cfg.launch_line = lm["cmd"].strip(), ln.no
+                cfg.launch_command = lm["cmd"].strip()
         for engine, kind, rx in _STARTS:
             m = rx.search(msg)
             if not m:
@@ -183,7 +180,7 @@ def extract(lines: list[LogLine]) -> Config:
                 body = msg[m.end():]
                 settings = _parse_kv(body)
                 if m["ver"] and not cfg.version:
-                    cfg.version, cfg.version_line = m["ver"], ln.no
+                    cfg.version = m["ver"]
                 if cfg.engine is None:
                     cfg.engine = engine
                 # the engine config line fills what the args did not say
@@ -202,13 +199,12 @@ def extract(lines: list[LogLine]) -> Config:
                 cfg.engine, cfg.line = engine, ln.no
                 cfg.cli = dict(settings)
                 cfg.settings = {**settings, **{k: v for k, v in cfg.settings.items() if k not in settings}}
-                cfg.non_default = kind == "dict" and engine == "vllm"
             break
         if cfg.version is None:
             for engine, rx in _ANY_VERSION:
                 vm = rx.search(ln.text)
                 if vm:
-                    cfg.version, cfg.version_line = vm["v"].rstrip("."), ln.no
+                    cfg.version = vm["v"].rstrip(".")
                     cfg.engine = cfg.engine or engine
                     break
     return cfg

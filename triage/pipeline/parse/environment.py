@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any
 
+from triage.core.lazyre import lazy
 from triage.core.models import Environment, Failure
 from triage.pipeline.parse.config import Config
 from triage.pipeline.parse.lines import LogLine
@@ -39,15 +39,15 @@ def _int(v: Any) -> int | None:
 # Evidence of the engine, strongest first. A single frame's path is never enough: SGLang imports
 # vLLM kernels in some releases, and a vLLM traceback passes through torch and transformers.
 _LAUNCH = [
-    ("sglang", re.compile(r"sglang\.launch_server|\bsglang serve\b|sglang\.srt\.|server_args=ServerArgs\(")),
-    ("vllm", re.compile(r"\bvllm serve\b|vllm\.entrypoints|Initializing a V1 LLM engine|"
+    ("sglang", lazy(r"sglang\.launch_server|\bsglang serve\b|sglang\.srt\.|server_args=ServerArgs\(")),
+    ("vllm", lazy(r"\bvllm serve\b|vllm\.entrypoints|Initializing a V1 LLM engine|"
                            r"Initializing an LLM engine|vLLM API server version|\bvLLM is using\b|non-default args:")),
-    ("trtllm", re.compile(r"\[TensorRT-LLM\]|\[TRT-LLM\]|trtllm-serve|trtllm-build|tensorrt_llm\.")),
-    ("tgi", re.compile(r"text_generation_launcher|text_generation_server|shard-manager|text-generation-launcher")),
-    ("triton", re.compile(r"tritonserver|model_lifecycle\.cc|TRITONBACKEND_|Triton Inference Server")),
-    ("lmdeploy", re.compile(r"\blmdeploy\b|turbomind|\[TM\]\[")),
+    ("trtllm", lazy(r"\[TensorRT-LLM\]|\[TRT-LLM\]|trtllm-serve|trtllm-build|tensorrt_llm\.")),
+    ("tgi", lazy(r"text_generation_launcher|text_generation_server|shard-manager|text-generation-launcher")),
+    ("triton", lazy(r"tritonserver|model_lifecycle\.cc|TRITONBACKEND_|Triton Inference Server")),
+    ("lmdeploy", lazy(r"\blmdeploy\b|turbomind|\[TM\]\[")),
 ]
-_PKG = re.compile(r"/(sglang|vllm|tensorrt_llm|text_generation_server|lmdeploy)/")
+_PKG = lazy(r"/(sglang|vllm|tensorrt_llm|text_generation_server|lmdeploy)/")
 _PKG_ENGINE = {"sglang": "sglang", "vllm": "vllm", "tensorrt_llm": "trtllm", "text_generation_server": "tgi",
                "lmdeploy": "lmdeploy"}
 
@@ -86,11 +86,11 @@ def guess_engine(lines: list[LogLine], cfg: Config, failures: list[Failure] | No
 
 
 _GPU_NAME = [
-    re.compile(r"device_name=(NVIDIA_[\w-]+?|AMD_[\w-]+?)(?:\.json|,|\s|$)"),
-    re.compile(r"Your ((?:NVIDIA |Tesla |GeForce |Quadro )?[\w -]{2,30}?) GPU has compute capability"),
-    re.compile(r"GPU \d+: ((?:NVIDIA|Tesla|AMD) [\w -]+?)(?: \(UUID|$)"),
+    lazy(r"device_name=(NVIDIA_[\w-]+?|AMD_[\w-]+?)(?:\.json|,|\s|$)"),
+    lazy(r"Your ((?:NVIDIA |Tesla |GeForce |Quadro )?[\w -]{2,30}?) GPU has compute capability"),
+    lazy(r"GPU \d+: ((?:NVIDIA|Tesla|AMD) [\w -]+?)(?: \(UUID|$)"),
 ]
-_GPU_MEM = re.compile(r"GPU (\d+) has a total capacity of ([\d.]+) GiB")
+_GPU_MEM = lazy(r"GPU (\d+) has a total capacity of ([\d.]+) GiB")
 
 
 def _gpu(lines: list[LogLine], env: Environment) -> None:

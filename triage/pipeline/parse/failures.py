@@ -39,7 +39,7 @@ def _from_traceback(tb: Traceback, source: str | None) -> Failure:
         final = tb.chain[-2]
     chain = [ExceptionInfo(exception=e.type, message=e.message) for e in tb.chain]
     cause: ExceptionInfo | None = None
-    wrapped = unwrap(final.type, final.message)
+    wrapped = unwrap(final.message)
     if wrapped is not None:
         inner_type = wrapped[0]
         if not inner_type and len(tb.chain) > 1 and tb.chain[0].message.startswith(wrapped[1][:40]):
@@ -77,23 +77,23 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
     for tb in tracebacks:  # in line order
         if tb.final.type == TRUNCATED and _within(complete, tb.line, 2000):
             continue  # another rank's copy of a traceback that is complete elsewhere
-        f = _from_traceback(tb, source)
-        have = by_fp.get(f.fingerprint)
+        tbf = _from_traceback(tb, source)
+        have = by_fp.get(tbf.fingerprint)
         if have is None:
             # the same crash printed by another rank whose interleaved lines were demultiplexed
             # imperfectly: same exception and message, close in the log
-            key = (f.exception, mask(f.message))
-            lines, same = by_key.setdefault(key, ([], []))
-            i = bisect.bisect_right(lines, f.line - 2000)  # the first one kept less than 2000 lines before
+            same_key = (tbf.exception, mask(tbf.message))
+            lines, same = by_key.setdefault(same_key, ([], []))
+            i = bisect.bisect_right(lines, tbf.line - 2000)  # the first one kept less than 2000 lines before
             if i < len(same):
                 have = same[i]
             else:
-                by_fp[f.fingerprint] = f
-                lines.append(f.line)
-                same.append(f)
-                have = f
-        if have is not f:
-            have.end_line = max(have.end_line or 0, f.end_line or 0)
+                by_fp[tbf.fingerprint] = tbf
+                lines.append(tbf.line)
+                same.append(tbf)
+                have = tbf
+        if have is not tbf:
+            have.end_line = max(have.end_line or 0, tbf.end_line or 0)
             have.count += 1
         _add_rank(have, tb.rank)
     failures = list(by_fp.values())

@@ -11,6 +11,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from triage.core.lazyre import lazy
 from triage.core.vocabulary import CONTENT_PREFIXES
 from triage.pipeline.parse.lines import LogLine
 
@@ -34,11 +35,11 @@ class Marker:
 
 def _m(kind: str, exception: str, pattern: str, primary: bool = True, weak: bool = False,
        error_level: bool = False, needs_level: bool = False, needs: tuple[str, ...] = ()) -> Marker:
-    return Marker(kind, exception, re.compile(pattern), primary, weak, error_level, needs_level, needs)
+    return Marker(kind, exception, lazy(pattern), primary, weak, error_level, needs_level, needs)
 
 
 # Benign lines that contain a marker's words; checked first.
-BENIGN = re.compile(
+BENIGN = lazy(
     r"NCCL WARN (?:NET/Plugin|Could not find|Failed to open libibverbs|NCCL_SOCKET_IFNAME)|"
     r"Setup Custom allreduce failed|Ignore import error|cannot open shared object file|"
     r"out-of-memory error occurs during cudagraph capture|If out-of-memory error occurs|"
@@ -50,9 +51,8 @@ BENIGN = re.compile(
 EXC_NAME = r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Exception|KeyboardInterrupt)"
 # Levels at which a line reports a failure (glog's E/F, vLLM's ERROR, Rust tracing's ERROR ...)
 ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F"})
-QUIET_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "TRACE", "I", "W"})
 
-LEADING_EXC = re.compile(r"^\s*(?P<type>" + EXC_NAME + r")[:(]")
+LEADING_EXC = lazy(r"^\s*(?P<type>" + EXC_NAME + r")[:(]")
 
 MARKERS: list[Marker] = [
     _m("nccl", "NCCL watchdog timeout", r"Watchdog caught collective operation timeout: (?P<msg>.+)", needs=('Watchdog caught',)),

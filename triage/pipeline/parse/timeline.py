@@ -58,10 +58,6 @@ def next_phase(phase: str, msg: str, sglang: bool) -> str | None:
     return None
 
 
-def _ts(ln: LogLine) -> str | None:
-    return ln.ts
-
-
 def _parse_time(ts: str | None) -> datetime | None:
     if not ts:
         return None

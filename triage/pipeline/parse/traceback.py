@@ -166,9 +166,9 @@ class _Assembler:
             self.last = cur
             return
         # a writer that repeats its prefix on every line: its key says whose line it is
-        key = ln.stream if ln.stream else (ln.dialect if ln.dialect in _EVERY_LINE else None)
-        if ln.prefixed and key is not None and key in self.open:
-            s = self.open[key]
+        writer = ln.stream if ln.stream else (ln.dialect if ln.dialect in _EVERY_LINE else None)
+        if ln.prefixed and writer is not None and writer in self.open:
+            s = self.open[writer]
             if _is_tb_text(msg) and self._advance_state(s, msg):
                 s.lines.append(ln)
                 self._grew(s)
@@ -316,7 +316,7 @@ def parse_tracebacks(lines: list[LogLine]) -> list[Traceback]:
     return out
 
 
-def unwrap(exc_type: str, message: str) -> tuple[str, str] | None:
+def unwrap(message: str) -> tuple[str, str] | None:
     """The real cause inside a wrapper such as `Exception: Capture cuda graph failed: <cause>`."""
     for rx in WRAPPERS:
         m = rx.search(message)
