@@ -49,12 +49,15 @@ def _load(extra: list[Path] | None):  # noqa: ANN202
 
 
 def _write(text: str, output: Path | None, inputs: list[str]) -> None:
+    from triage.commands.output import current
+    from triage.core.terminal import printable
+
     if output is None:
-        sys.stdout.write(text)
+        current().write(text)
         return
     from triage.core.output import write_output
 
-    write_output(text, output, inputs)
+    write_output(printable(text), output, inputs)
 
 
 @app.command()
@@ -72,9 +75,11 @@ def analyze(
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="A healthy (or earlier) log of the same server: compare startup times and list its new warning and error lines.")] = None,  # noqa: UP045
 ) -> None:
     """Analyse server logs: what failed, why, what to do now, and the evidence."""
+    from triage.commands.output import use
     from triage.pipeline.analyze import Options
     from triage.pipeline.analyze import analyze as run
 
+    out = use(redact=not no_redact, ips=redact_ips)
     cat = _load(catalogue)
     opts = Options(version=version, command=command, prefer_hyperscan=not no_hyperscan, workers=jobs)
     paths = expand_inputs(logs)
@@ -91,11 +96,9 @@ def analyze(
 
         reports, errors = analyze_many(paths, cat, opts, jobs)
     for note in dict.fromkeys(d for r in reports for d in r.diagnostics):
-        sys.stderr.write(f"triage: {note}\n")
-    if not no_redact:
-        from triage.pipeline.redact import redact_report
-
-        reports = [redact_report(r, ips=redact_ips) for r in reports]
+        out.note(note)
+    reports = [out.report(r) for r in reports]
+    errors = {k: out.text(v) for k, v in errors.items()}
     # only the renderer asked for is imported (jinja2 is not needed for JSON)
     if format == Format.json:
         from triage.render.json_out import render_json
@@ -113,7 +116,7 @@ def analyze(
             text = summary_markdown(summary) + "".join("\n---\n\n" + render_markdown(r) for r in reports)
     _write(text, output, paths)
     for err in errors.values():
-        sys.stderr.write(f"triage: error: {err}\n")
+        out.error(err)
     codes = [r.exit_code for r in reports] + [2 for _ in errors]
     raise typer.Exit(1 if 1 in codes else max(codes))
 
@@ -154,7 +157,7 @@ def signatures(
     from triage.commands.catalogue.show import list_json, list_markdown
 
     cat = _load(catalogue)
-    sys.stdout.write(list_json(cat, engine) if format == Format.json else list_markdown(cat, engine))
+    _write(list_json(cat, engine) if format == Format.json else list_markdown(cat, engine), None, [])
 
 
 @app.command()
@@ -165,7 +168,7 @@ def show(
     """Print one signature with its workarounds, as a person wants to read it."""
     from triage.commands.catalogue.show import show_markdown
 
-    sys.stdout.write(show_markdown(_load(catalogue), signature_id))
+    _write(show_markdown(_load(catalogue), signature_id), None, [])
 
 
 @catalogue_app.command("check")
@@ -179,7 +182,7 @@ def catalogue_check(
 
     dirs = [str(directory)] if directory is not None else None
     problems, summary = check(dirs, [str(p) for p in catalogue or []], verbose=not quiet)
-    sys.stdout.write(summary)
+    _write(summary, None, [])
     raise typer.Exit(1 if problems else 0)
 
 
@@ -213,7 +216,7 @@ def catalogue_backtest(
                                   ("fixany", min_fixany), ("clean", min_clean)) if v is not None}
     failed = failed_thresholds(result, minimums)
     render = backtest_out.render_json if format == Format.json else backtest_out.render_markdown
-    sys.stdout.write(render(result, failed))
+    _write(render(result, failed), None, [])
     raise typer.Exit(1 if failed else 0)
 
 
@@ -229,8 +232,10 @@ def watch(
     redact_ips: RedactIpsOpt = False,
 ) -> None:
     """Follow a server log as it is written: phase on stderr; ready (0), failure report (1), timeout (3)."""
+    from triage.commands.output import use
     from triage.commands.watch import WatchOptions, watch_file
 
+    use(redact=not no_redact, ips=redact_ips)
     opts = WatchOptions(timeout=timeout, until=until, fmt=format.value, grace=grace,
                         catalogue_dirs=[str(p) for p in catalogue or []], redact=not no_redact, redact_ips=redact_ips)
     raise typer.Exit(watch_file(log, opts))
@@ -251,8 +256,10 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="With --retry: print the changes that would be made for the failure in the existing --log FILE, in order; start nothing.")] = False,
 ) -> None:
     """Start a server, tee its output to the terminal and a log, and watch it; exit with its status."""
+    from triage.commands.output import use
     from triage.commands.watch import WatchOptions
 
+    use(redact=not no_redact, ips=redact_ips)
     if retry is None and (until is not None or dry_run):
         raise TriageError("--until and --dry-run go with --retry N")
     opts = WatchOptions(timeout=timeout, until=until or ("ready" if retry is not None else "exit"), fmt=format.value,
@@ -280,11 +287,11 @@ def new(
 ) -> None:
     """Write a catalogue signature skeleton for an unknown failure (fill in its TODOs)."""
     from triage.commands.new import first_unknown, skeleton
+    from triage.commands.output import use
     from triage.pipeline.analyze import analyze as run
-    from triage.pipeline.redact import redact_report
 
-    # the excerpt becomes a catalogue example, which gets committed and shared: no secrets
-    report = redact_report(run(log, _load(catalogue)))
+    # the excerpt becomes a catalogue example, which gets committed and shared: always redacted
+    report = use(redact=True).report(run(log, _load(catalogue)))
     if not report.failures:
         raise TriageError(f"{log}: no failure found, nothing to describe")
     if failure is None:
@@ -332,6 +339,9 @@ def main() -> None:
     # the first model is built (5-15 ms of a 10 KB log's run, more with many packages);
     # none is meant for triage's own models. Setting the variable, even empty, overrides this.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+    from triage.commands.output import current
+
     exits, aborts, usage = _click_exceptions()
     try:
         rv = app(standalone_mode=False)
@@ -346,10 +356,10 @@ def main() -> None:
         if type(e).__name__ == "NoArgsIsHelpError":  # bare `triage`: the help, not an error line
             sys.stderr.write(msg.rstrip() + "\n")
         else:
-            sys.stderr.write(f"triage: error: {msg} (see triage --help)\n")
+            current().error(f"{msg} (see triage --help)")
         code = EXIT_USAGE
     except TriageError as e:
-        sys.stderr.write(f"triage: error: {e}\n")
+        current().error(str(e))
         code = e.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("triage: interrupted\n")
@@ -359,7 +369,7 @@ def main() -> None:
     except Exception as e:  # noqa: BLE001 - the promise is: never a traceback at 3 a.m.
         if os.environ.get("TRIAGE_DEBUG"):
             raise
-        sys.stderr.write(f"triage: internal error: {type(e).__name__}: {e} (set TRIAGE_DEBUG=1 for details)\n")
+        current().error(f"{type(e).__name__}: {e} (set TRIAGE_DEBUG=1 for details)", prefix="triage: internal error: ")
         code = EXIT_USAGE
     with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()

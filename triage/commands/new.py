@@ -20,6 +20,7 @@ from triage.catalogue.models import ENGINES
 from triage.core.fingerprint import top_frames
 from triage.core.lazyre import lazy_regex
 from triage.core.models import Failure, Report
+from triage.core.terminal import one_line
 
 EXCERPT_CAP = 30
 MESSAGE_CAP = 240  # characters of the message the pattern describes; the rest varies or adds nothing
@@ -304,7 +305,7 @@ def skeleton(report: Report, failure_index: int, log_text_excerpt: str | None = 
     near = _near_miss(exc_line, keyword, compiled)
 
     out = [
-        f"# Skeleton written by `triage new` from {report.source}, failure at line {fail.line}",
+        f"# Skeleton written by `triage new` from {one_line(report.source)}, failure at line {fail.line}",
         f"# (fingerprint {fail.fingerprint}). Fill in every TODO: `triage catalogue check` rejects",
         "# the entry until they are gone. In a private catalogue, prefix the id (acme-...).",
         f"id: {sid}",

@@ -314,9 +314,7 @@ def _finish(server: Server, w: Watcher, out: Printer, rc: int) -> int:
         if failed:
             out.failure(report)
         elif not out.json:
-            from triage.render.markdown import render_markdown
-
-            sys.stdout.write(render_markdown(report))
+            out.report(report)
     if out.json:
         out.event({"event": "exit", "status": rc, "exit_code": code, "line": w.line_no})
     return code

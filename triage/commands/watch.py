@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import os
 import stat
-import sys
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
 
+from triage.commands.output import Output, current
 from triage.commands.phases import READY_PHASE, FailureBlock, PhaseChange, PhaseTracker
 from triage.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_TIMEOUT, TriageError
 from triage.pipeline.parse.lines import clean, parse_line
@@ -271,9 +271,8 @@ class Watcher:
 
 
 def note(text: str) -> None:
-    """One human status line on stderr (stdout is for the report and the JSON events)."""
-    sys.stderr.write(f"triage: {text}\n")
-    sys.stderr.flush()
+    """One human status line on stderr, through the command's Output (redacted, filtered)."""
+    current().note(text)
 
 
 class Printer:
@@ -282,18 +281,18 @@ class Printer:
     def __init__(self, fmt: str, clock: Callable[[], float] = time.monotonic, redact: bool = True,
                  redact_ips: bool = False) -> None:
         self.json = fmt == "json"
-        self.redact, self.redact_ips = redact, redact_ips
+        self.out = Output(redact=redact, ips=redact_ips)
         self.clock = clock
         self._last_progress = (0.0, "")
         self._last_heartbeat = clock()
 
-    def event(self, doc: dict) -> None:
-        sys.stdout.write(json.dumps(doc, ensure_ascii=True) + "\n")
-        sys.stdout.flush()
+    def event(self, doc: dict, redacted: bool = False) -> None:
+        """One JSON event line; `redacted`: made from data that already passed `self.out`."""
+        self.out.write(json.dumps(doc if redacted else self.out.data(doc), ensure_ascii=True) + "\n")
 
     def phase(self, ch: PhaseChange, elapsed: float) -> None:
         self._last_heartbeat = self.clock()
-        note(f"[{elapsed:6.1f}s] {ch.phase} (line {ch.line}; {ch.previous} took {ch.previous_seconds:.1f}s)")
+        self.out.note(f"[{elapsed:6.1f}s] {ch.phase} (line {ch.line}; {ch.previous} took {ch.previous_seconds:.1f}s)")
         if self.json:
             self.event({"event": "phase", "phase": ch.phase, "line": ch.line, "elapsed": round(elapsed, 3)})
 
@@ -304,43 +303,40 @@ class Printer:
         if prog and prog != self._last_progress[1] and now - self._last_progress[0] >= PROGRESS_EVERY:
             self._last_progress = (now, prog)
             self._last_heartbeat = now
-            note(f"[{now - w.started:6.1f}s] {w.phases.phase}: {prog}")
+            self.out.note(f"[{now - w.started:6.1f}s] {w.phases.phase}: {prog}")
         elif now - self._last_heartbeat >= HEARTBEAT:
             self._last_heartbeat = now
-            note(f"[{now - w.started:6.1f}s] still {w.phases.phase} after {w.phases.seconds_in_phase():.0f}s "
+            self.out.note(f"[{now - w.started:6.1f}s] still {w.phases.phase} after {w.phases.seconds_in_phase():.0f}s "
                  f"(line {w.line_no})")
 
     def ready(self, r: Ready) -> None:
         if self.json:
-            note(f"ready after {r.seconds:.1f}s (line {r.line})")
+            self.out.note(f"ready after {r.seconds:.1f}s (line {r.line})")
             self.event({"event": "ready", "seconds": round(r.seconds, 3), "line": r.line})
         else:
-            sys.stdout.write(f"ready after {r.seconds:.1f}s (line {r.line})\n")
-            sys.stdout.flush()
+            self.out.write(f"ready after {r.seconds:.1f}s (line {r.line})\n")
 
     def failure(self, report: Report) -> None:
         from triage.render.json_out import report_dict
         from triage.render.markdown import render_markdown
 
-        if self.redact:
-            from triage.pipeline.redact import redact_report
-
-            report = redact_report(report, ips=self.redact_ips)
-        failure_note(report)
+        report = self.out.report(report)
+        failure_note(report, self.out)
         if self.json:
-            self.event({"event": "failure", **report_dict(report)})
+            self.event({"event": "failure", **report_dict(report)}, redacted=True)
         else:
-            sys.stdout.write(render_markdown(report))
-            sys.stdout.flush()
+            self.out.write(render_markdown(report))
+
+    def report(self, report: Report) -> None:
+        """The report of a server that ended without a failure (Markdown only)."""
+        from triage.render.markdown import render_markdown
+
+        self.out.write(render_markdown(self.out.report(report)))
 
     def timeout(self, w: Watcher, seconds: float) -> None:
         phase, stuck = w.phases.phase, w.phases.seconds_in_phase()
-        last = w.last_lines()
-        if self.redact:
-            from triage.pipeline.redact import redact_text
-
-            last = [redact_text(x, self.redact_ips) for x in last]
-        note(f"timed out after {seconds:g}s: stuck {phase} for {stuck:.1f}s (since line {w.phases.line})")
+        last = self.out.lines(w.last_lines())
+        self.out.note(f"timed out after {seconds:g}s: stuck {phase} for {stuck:.1f}s (since line {w.phases.line})")
         if self.json:
             self.event({"event": "timeout", "phase": phase, "seconds_in_phase": round(stuck, 3),
                         "since_line": w.phases.line, "line": w.line_no, "last_lines": last})
@@ -351,17 +347,17 @@ class Printer:
         else:
             verdict = (f"no failure and not ready after {seconds:g}s; the server is stuck **{phase}** "
                        f"(for {stuck:.1f}s, since line {w.phases.line}). This is how a hang looks.")
-        from triage.render.markdown import codeblock
+        from triage.render.markdown import codeblock, inline
 
-        sys.stdout.write(f"# Triage: {w.path} timed out\n\n**Verdict:** {verdict}\n\n"
-                         f"## Last {len(last)} lines\n\n{codeblock(body, 'text')}\n")
-        sys.stdout.flush()
+        self.out.write(f"# Triage: {inline(self.out.text(w.path))} timed out\n\n**Verdict:** {verdict}\n\n"
+                       f"## Last {len(last)} lines\n\n{codeblock(body, 'text')}\n")
 
 
-def failure_note(report: Report) -> None:
+def failure_note(report: Report, out: Output) -> None:
+    """The "failure at line N: Exception: message" status line (from the redacted report)."""
     f = report.failures[0] if report.failures else None
     where = f" at line {f.line}: {f.exception}: {f.message}"[:200] if f else ""
-    note(f"failure{where}")
+    out.note(f"failure{where}")
 
 
 @dataclass

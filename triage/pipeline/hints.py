@@ -4,6 +4,13 @@ Such a line names flags, but they are the engine's suggestions, not the flags th
 ran with: they never reach the parsed configuration. Each hint becomes a recommendation
 with its source (the log line, and the engine file that prints it when the text is known),
 its flags checked against this engine version, and a direction read from its wording.
+
+A log is written by whoever runs the server (and, through error messages, by its users), so
+only a line that matches a hint message an engine is known to print counts as the engine's
+advice: the exact text, or the same wording with other flag names (another version's
+spelling), or the start of a known message cut off by the log. Any other advice-shaped line
+is kept as quoted log text (source "log-text"): no flags read from it, never ranked with the
+catalogue's workarounds, never applied by `triage run --retry`.
 """
 
 from __future__ import annotations
@@ -24,6 +31,16 @@ LIST_ITEM = lazy(r"^\s*\d+\.\s+")
 REMOVE = lazy(r"(?i)(?:not using|remove|without|drop)\s+`?(--[a-z][a-z0-9-]+)")
 SET_VALUE = lazy(r"(?i)set\s+`?(--[a-z][a-z0-9-]+)`?\s+to\s+a\s+(?:smaller|larger|lower|higher)\s+value\s*\(e\.g\.,?\s*([\d.]+)")
 DATA = Path(__file__).resolve().parents[1] / "catalogue" / "data" / "hints.json"
+# Engines without a hint dump in DATA: (engine, text, source), kept by hand, each checked in the
+# engine's source.
+HAND_KNOWN = [
+    ("tgi", "Not enough memory to handle {num_tokens} prefill tokens. You need to decrease `--max-batch-prefill-tokens`",
+     "server/text_generation_server/models/flash_causal_lm.py (warmup)"),
+]
+_FLAG_SLOT = re.compile(r"--[a-z][a-z0-9-]*")
+_TEMPLATE_SLOT = r"\\\{[^}]*\\\}|%[sdfr]|%\\\.\d+f"
+_EXCEPTION_NAME = re.compile(r"^(?:[A-Za-z_][\w.]{0,100}(?:Error|Exception|Warning)): ")
+MIN_PREFIX = 24  # characters of a known message a cut-off line must keep to be recognised
 
 
 def _norm(text: str) -> str:
@@ -31,29 +48,56 @@ def _norm(text: str) -> str:
     return " ".join(t.split()).strip(" .").lower()
 
 
-@lru_cache(maxsize=1)
-def _known() -> list[tuple[re.Pattern[str], str, str]]:
-    """(matcher, engine, source) for every hint item the engines are known to print."""
+def _items() -> list[tuple[str, str, str]]:
+    """(engine, text, source) of every hint item the engines are known to print."""
     import json
 
     try:
         items = json.loads(DATA.read_text(encoding="utf-8"))["items"]
+        out = [(it["engine"], it["text"], it["source"]) for it in items]
     except (OSError, KeyError, TypeError, ValueError):
-        return []
+        out = []
+    return out + HAND_KNOWN
+
+
+def _matcher(text: str) -> re.Pattern[str]:
+    return re.compile(".*?".join(re.split(_TEMPLATE_SLOT, re.escape(text))))
+
+
+@lru_cache(maxsize=1)
+def _known() -> list[tuple[re.Pattern[str], re.Pattern[str], str, str, str]]:
+    """(exact matcher, matcher with any flag names, literal shape, engine, source) per known item."""
     out = []
-    for it in items:
-        text = _norm(it["text"])
-        parts = re.split(r"\\\{[^}]*\\\}|%[sdfr]|%\\\.\d+f", re.escape(text))
-        out.append((re.compile(".*?".join(parts)), it["engine"], it["source"]))
+    for eng, text, source in _items():
+        norm = _norm(text)
+        shape = _FLAG_SLOT.sub("--flag", norm)
+        out.append((_matcher(norm), _matcher(shape), shape, eng, source))
     return out
 
 
 def cite(text: str, engine: str | None) -> str | None:
+    """The engine source file that prints exactly this hint, if known."""
     norm = _norm(text)
-    for rx, eng, source in _known():
+    for rx, _shape_rx, _shape, eng, source in _known():
         if (engine is None or eng == engine) and rx.fullmatch(norm):
             return source
     return None
+
+
+def recognised(text: str, engine: str | None) -> bool:
+    """The line is a hint the engine is known to print: exactly, with other flag names, or cut
+    off after at least MIN_PREFIX characters (never with text added: that is how advice is forged).
+    An exception's name in front (`RuntimeError: <hint>`) is how Python prints a raised hint."""
+    norm = _norm(_EXCEPTION_NAME.sub("", text.strip(), count=1))
+    shape = _FLAG_SLOT.sub("--flag", norm)
+    for rx, shape_rx, literal, eng, _source in _known():
+        if engine is not None and eng != engine:
+            continue
+        if rx.fullmatch(norm) or shape_rx.fullmatch(shape):
+            return True
+        if len(shape) >= MIN_PREFIX and "{" not in literal[: len(shape)] and literal.startswith(shape):
+            return True
+    return False
 
 
 def _is_hint(line: str, after_solutions: bool) -> bool:
@@ -103,6 +147,14 @@ def hints_for(failure: Failure, engine: str | None, version: str | None,
         if key in seen:
             continue
         seen.add(key)
+        where = f"printed at line {no}" if no else "printed in the exception message"
+        if not recognised(text, engine):
+            out.append(Workaround(
+                id=f"log-advice-{len(out) + 1}", title="Advice in the log, not a known engine message", action=text,
+                cost="Not assessed: quoted as log text.", note=where, source="log-text"))
+            if len(out) >= 6:
+                break
+            continue
         add, remove, named = _direction(text, idx)
         notes = []
         for f in [*(a.split()[0].split("=")[0] for a in add), *remove, *named]:
@@ -114,7 +166,6 @@ def hints_for(failure: Failure, engine: str | None, version: str | None,
             elif status in ("removed", "not-yet"):
                 notes.append(detail or f)
         source = cite(text, engine)
-        where = f"printed at line {no}" if no else "printed in the exception message"
         if source:
             where += f" by {source}"
         out.append(Workaround(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import shlex
 import stat
 import sys
 import zlib
@@ -248,7 +249,7 @@ def iter_spans(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
 
 def _corrupt(name: str, e: BaseException) -> TriageError:
     return TriageError(f"{name}: compressed data is truncated or corrupt ({e}); to analyse the "
-                       f"readable part: gzip -dc {name} | triage analyze -")
+                       f"readable part: gzip -dc {shlex.quote(name)} | triage analyze -")
 
 
 def _snapshot_size(stream: BinaryIO) -> int | None:

@@ -147,8 +147,11 @@ def finding_text(report: Report, finding: Finding) -> str:
 
 def _rank_hints(recs: list[Workaround], hints: list[Workaround]) -> None:
     """Engine hints come after the catalogue's workarounds; one the catalogue already gives
-    is not repeated, the catalogue's entry says the engine agrees."""
+    is not repeated, the catalogue's entry says the engine agrees. Advice-shaped log text that
+    is not a known engine message is never a recommendation."""
     for h in hints:
+        if h.source != "engine-hint":
+            continue
         names = {flag_name(f) for f in h.flags + h.remove_flags}
         same = next((r for r in recs if names and names <= {flag_name(f) for f in r.flags + r.remove_flags}), None)
         if same is not None:

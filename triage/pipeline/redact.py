@@ -1,96 +1,171 @@
-"""Secrets out of the Report before any renderer sees it.
+"""Secrets out of everything triage writes.
 
-Reports get pasted into public issues and post-mortems; logs carry Hugging Face tokens,
-API keys and passwords in URLs. Redaction walks every string of the Report (evidence,
-messages, settings, the patched command), so Markdown and JSON are covered alike.
+Reports get pasted into public issues and post-mortems, `triage new` skeletons get committed;
+logs carry Hugging Face tokens, API keys, private keys and passwords in URLs. The rules are data
+(triage/pipeline/secret_rules.py, derived from gitleaks'); this module applies them. It is called from
+one place, triage/commands/output.py, which every output goes through.
+
+Redaction works on text triage is about to write, never on the whole log: a report is bounded
+(kept lines are capped), so the cost is too. Every pattern is bounded (no nested unbounded
+repeats) and runs only on text holding one of its keywords.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
+from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from triage.core.models import Report
+from triage.pipeline.secret_rules import IPV4, IPV6, NOT_SECRET_VALUE, RULES, SECRET_WORD, SecretRule
 
 MASK = "[REDACTED]"
 
-# Names of settings, flags and variables whose value is a secret whatever it looks like. A name
-# must end in one of these words: `tokenizer_path` and `max_prefill_tokens` are not secrets.
-_SECRET_NAME = r"(?:api[_-]?key|access[_-]?key|token|passw(?:or)?d|secret(?:[_-]?key)?|credentials?|private[_-]?key)"
-SECRET_SETTING = re.compile(rf"(?i)(?:^|[_-]){_SECRET_NAME}$")
-# a value that is clearly not a secret: unset, a switch, a number
-_NOT_SECRET_VALUE = r"(?!(?:None|none|null|NULL|True|true|False|false|\d+)(?![\w.-]))"
-
-# (what, pattern); group "keep" (when present) is kept in front of the mask
-SECRETS: list[tuple[str, re.Pattern[str]]] = [
-    ("Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")),
-    ("OpenAI-style key", re.compile(r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}\b")),
-    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b")),
-    ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
-    ("private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)")),
-    ("AWS access key", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
-    ("AWS secret", re.compile(r"(?i)(?P<keep>aws_secret_access_key\s*[=:]\s*['\"]?)[A-Za-z0-9/+=]{40}")),
-    ("authorization header", re.compile(
-        r"(?i)(?P<keep>\b(?:authorization|proxy-authorization)['\"]?\s*[:=]\s*['\"]?(?:bearer|basic|token|digest)\s+)"
-        r"[^\s'\",}]{4,}")),
-    ("x-api-key header", re.compile(r"(?i)(?P<keep>\bx-(?:api-key|auth-token)['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]{4,}")),
-    ("bearer token", re.compile(r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/=-]{16,}")),
-    # basic-auth credentials even without their header name (a parser may have split
-    # "Authorization: Basic ..." into an exception name and a message)
-    ("basic credentials", re.compile(r"(?P<keep>\bBasic\s+)(?=[A-Za-z0-9+/]{0,200}[0-9+/=])[A-Za-z0-9+/]{12,200}={0,2}")),
-    ("password in URL", re.compile(r"(?P<keep>\b[a-z][a-z0-9+.-]{0,30}://[^\s:/@'\"]{0,256}:)[^\s@/'\"]{1,256}(?=@)")),
-    ("secret in query string", re.compile(
-        r"(?i)(?P<keep>[?&;](?:[A-Za-z0-9]+[_.-]){0,8}(?:token|api[_-]?key|apikey|key|auth|sig|signature|password|passwd|secret"
-        r"|credential|x-amz-signature|x-amz-credential|x-amz-security-token)=)[^&\s'\"#<>]+")),
-    ("API key flag", re.compile(
-        r"(?P<keep>--(?:[A-Za-z0-9_]+-){0,8}(?:api-key|api_key|hf-token|hf_token|token|password|secret|secret-key)(?:=|\s+))"
-        r"(?:'[^']*'|\"[^\"]*\"|[^\s'\",)]+)")),
-    ("secret setting, quoted", re.compile(
-        rf"(?i)(?P<keep>(?:\b|(?<=_)){_SECRET_NAME}['\"]?\s*[=:]\s*\[?\s*(?P<q>['\"]))(?!(?P=q))[^'\"]{{1,1024}}(?=(?P=q))")),
-    ("secret setting", re.compile(
-        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=_)){_SECRET_NAME}\s*=\s*){_NOT_SECRET_VALUE}[^\s'\",)\]}}]{{4,}}")),
-    ("secret environment variable", re.compile(
-        rf"(?P<keep>\b(?:[A-Z0-9]+_){{0,8}}(?:API_KEY|TOKEN|PASSWORD|PASSWD|SECRET|SECRET_KEY|CREDENTIALS)=){_NOT_SECRET_VALUE}"
-        r"(?:'[^']*'|\"[^\"]*\"|\S+)")),
-]
-IPV4 = re.compile(r"\b(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b")
-IPV6 = re.compile(r"(?<![\w:])(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}(?![\w:])")
+# names of settings and flags whose value is masked whatever it looks like
+SECRET_SETTING = re.compile(rf"(?i)(?:^|[_-]){SECRET_WORD}$|passw(?:or)?d|secret")
+_KEY_NAME = re.compile(r"(?i)[_-]?key$")
+_CREDENTIAL_SHAPED = re.compile(r"(?=[A-Za-z0-9_+/-]{0,200}\d)(?=[A-Za-z0-9_+/-]{0,200}[A-Za-z])[A-Za-z0-9_+/-]{16,200}={0,2}")
+_NOT_SECRET = re.compile(NOT_SECRET_VALUE + r"[\s\S]")
+_IPV4, _IPV6 = re.compile(IPV4), re.compile(IPV6)
+_MIXED = re.compile(r"(?=[^\n]{0,300}?[A-Za-z])(?=[^\n]{0,300}?[0-9])")
+# a continuation line may carry a container runtime's prefix (CRI splits long lines into P/F parts)
+_CONTINUATION = r"[ \t]*\r?\n(?P<gap>[ \t]*(?:\S{1,64} std(?:out|err) [PF] )?)"
 
 
-def _mask(m: re.Match[str]) -> str:
-    keep = m.groupdict().get("keep") or ""
-    if m.string.startswith(MASK, m.start() + len(keep)):  # masked already by an earlier pattern
-        return m.group(0)
-    return keep + MASK
+@lru_cache(maxsize=1)
+def _compiled() -> list[tuple[SecretRule, re.Pattern[str]]]:
+    return [(r, re.compile(r.regex)) for r in RULES]
+
+
+@lru_cache(maxsize=1)
+def _wraps() -> list[tuple[SecretRule, re.Pattern[str]]]:
+    """For each rule with a known token length: its first part ending a line, the rest starting the next."""
+    out = []
+    for r in RULES:
+        if r.wrap is None:
+            continue
+        w = r.wrap
+        longest = 2 * max(w.lengths)  # room for a made-up or changed length (see _unwrap_mask)
+        rx = (rf"(?P<p>{w.prefix})(?P<a>{w.chars}{{0,{longest - 1}}}){_CONTINUATION}"
+              rf"(?P<b>{w.chars}{{1,{longest}}})(?!{w.chars})")
+        out.append((r, re.compile(rx)))
+    return out
+
+
+def entropy(text: str) -> float:
+    """Shannon entropy in bits per character (gitleaks gates its generic rule with it)."""
+    if not text:
+        return 0.0
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
+
+
+def _masked(secret: str) -> str:
+    """The mask, one per line of the secret, so that a masked block keeps its line count."""
+    if "\n" not in secret:
+        return MASK
+    return "\n".join(MASK if part.strip() else part for part in secret.split("\n"))
+
+
+def _masker(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
+    def mask(m: re.Match[str]) -> str:
+        keep = m.groupdict().get("keep") or ""
+        secret = m.group(0)[len(keep):]
+        if secret.startswith(MASK):  # masked already by an earlier rule
+            return m.group(0)
+        if rule.entropy and entropy(secret) < rule.entropy:
+            return m.group(0)
+        return keep + _masked(secret)
+    return mask
+
+
+def _unwrap_mask(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
+    """Both halves masked when they add up to the token's known length; or, for a token whose
+    length is not the real one (made up, or a format that changed), when the next line starts
+    with a run of letters *and* digits no longer than the token: a word (`Traceback`), a
+    timestamp (`2025-01-01`) or a bracket never does."""
+    assert rule.wrap is not None
+    lengths = rule.wrap.lengths
+
+    def mask(m: re.Match[str]) -> str:
+        a, b = m.group("a"), m.group("b")
+        exact = len(a) + len(b) in lengths
+        if not exact and not (len(b) >= 4 and len(a) + len(b) <= 2 * max(lengths) and _MIXED.match(b)):
+            return m.group(0)
+        between = m.string[m.end("a"):m.start("b")]
+        return MASK + between + MASK
+    return mask
+
+
+def _applies(rule: SecretRule, low: str) -> bool:
+    return any(k in low for k in rule.keywords)
 
 
 def redact_text(text: str, ips: bool = False) -> str:
+    """`text` with every secret the rules know masked; newlines are kept, so a block of lines
+    stays the same number of lines."""
     if not text:
         return text
-    for _name, rx in SECRETS:
-        text = rx.sub(_mask, text)
+    low = text.lower()
+    if "\n" in text:
+        for rule, rx in _wraps():
+            if _applies(rule, low):
+                text = rx.sub(_unwrap_mask(rule), text)
+    for rule, rx in _compiled():
+        if _applies(rule, low):
+            text = rx.sub(_masker(rule), text)
     if ips:
-        text = IPV4.sub("[IP]", text)
-        text = IPV6.sub("[IP]", text)
+        text = _IPV4.sub("[IP]", text)
+        text = _IPV6.sub("[IP]", text)
     return text
+
+
+def redact_lines(lines: list[str], ips: bool = False) -> list[str]:
+    """Consecutive log lines, redacted together: a token hard-wrapped onto the next line or a
+    private key's body below its BEGIN line is masked too."""
+    if len(lines) < 2 or any("\n" in x for x in lines):
+        return [redact_text(x, ips) for x in lines]
+    out = redact_text("\n".join(lines), ips).split("\n")
+    return out if len(out) == len(lines) else [redact_text(x, ips) for x in lines]
+
+
+def _runs(items: list[dict]) -> Iterable[list[dict]]:
+    """Runs of evidence items whose line numbers follow each other."""
+    run: list[dict] = []
+    for it in items:
+        no = it.get("line")
+        if run and not (isinstance(no, int) and isinstance(run[-1].get("line"), int) and no == run[-1]["line"] + 1):
+            yield run
+            run = []
+        run.append(it)
+    if run:
+        yield run
 
 
 def _walk(value: Any, ips: bool) -> Any:
     if isinstance(value, str):
         return redact_text(value, ips)
     if isinstance(value, list):
+        if value and all(isinstance(v, dict) and isinstance(v.get("text"), str) for v in value):
+            out = [{k: (v if k == "text" else _walk(v, ips)) for k, v in item.items()} for item in value]
+            for run in _runs(out):
+                for item, text in zip(run, redact_lines([x["text"] for x in run], ips), strict=True):
+                    item["text"] = text
+            return out
         return [_walk(v, ips) for v in value]
     if isinstance(value, tuple):
         return tuple(_walk(v, ips) for v in value)
     if isinstance(value, dict):
-        return {k: _walk(v, ips) for k, v in value.items()}
+        return {k: (MASK if isinstance(k, str) and secret_setting(k, v) else _walk(v, ips)) for k, v in value.items()}
     return value
 
 
 def redact_data(value: Any, ips: bool = False) -> Any:
-    """Every string in plain data (a model's dump) with secrets masked."""
+    """Every string in plain data (a model's dump, a JSON event) with secrets masked; a value
+    under a key named like a secret (`api_key`, `hf_token`) is masked whatever it looks like."""
     return _walk(value, ips)
 
 
@@ -100,7 +175,8 @@ def redact_argv(argv: list[str], ips: bool = False) -> list[str]:
     out = []
     for i, arg in enumerate(argv):
         prev = argv[i - 1] if i else ""
-        named_secret = prev.startswith("-") and "=" not in prev and SECRET_SETTING.search(prev.lstrip("-").replace("-", "_"))
+        named_secret = (prev.startswith("-") and "=" not in prev and not arg.startswith("-")
+                        and SECRET_SETTING.search(prev.lstrip("-").replace("-", "_")))
         out.append(MASK if named_secret else redact_text(arg, ips))
     return out
 
@@ -111,25 +187,25 @@ def redact_env(env: dict[str, str], ips: bool = False) -> dict[str, str]:
 
 def redact_report(report: Report, ips: bool = False) -> Report:
     """A copy of `report` with secrets (and, with `ips`, IP addresses) masked everywhere."""
-    data = report.model_dump()
-    # a setting whose name says it is a secret is masked whatever its value looks like
-    settings = data.get("environment", {}).get("settings", {})
-    for key in list(settings):
-        if secret_setting(key, settings[key]):
-            settings[key] = MASK
-    launch = report.environment.launch_settings
-    out = Report.model_validate(_walk(data, ips))
-    out.environment.launch_settings = {k: MASK if secret_setting(k, v) else _walk(v, ips) for k, v in launch.items()}
+    out = Report.model_validate(_walk(report.model_dump(), ips))
+    # a flag and its value are separate items (`--api-key`, `KEY`): masked as a pair
     out.environment.launch_args = redact_argv(report.environment.launch_args, ips)
     out.diagnostics = [redact_text(d, ips) for d in report.diagnostics]
     return out
 
 
 def secret_setting(name: str, value: Any) -> bool:
-    """A setting named like a secret (`api_key`, `hf_token`, `ssl_keyfile_password`) that holds
-    something: its value is masked. Unset values, switches and numbers are not secrets."""
+    """A setting named like a secret (`api_key`, `hf_token`, `ssl_keyfile_password`, `PGPASSWORD`)
+    that holds something: its value is masked. Unset values, switches and numbers are not secrets;
+    a `*_key` setting (`cache_key`) only when its value is shaped like a credential."""
     if value in (None, "", False, True, [], {}) or isinstance(value, (int, float)):
         return False
-    if isinstance(value, str) and value.strip().lower() in ("none", "null", "true", "false", ""):
+    if not isinstance(value, (str, list, tuple)):
         return False
-    return bool(SECRET_SETTING.search(str(name)))
+    text = value if isinstance(value, str) else " ".join(str(v) for v in value)
+    if not _NOT_SECRET.match(text.strip() + " "):
+        return False
+    name = str(name)
+    if SECRET_SETTING.search(name):
+        return True
+    return bool(_KEY_NAME.search(name)) and bool(_CREDENTIAL_SHAPED.fullmatch(text.strip()))

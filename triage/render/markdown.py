@@ -8,27 +8,21 @@ because every value passes through one of these filters.
 from __future__ import annotations
 
 import re
+import shlex
 from functools import lru_cache
 from pathlib import Path
 
 import jinja2
 
 from triage.core.models import Evidence, Failure, Finding, LoadFigures, Report, Workaround
+from triage.core.terminal import printable
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _BACKTICKS = re.compile(r"`+")
-# C0/C1 controls (tab and newline aside), bidi overrides and line separators: a log line must
-# not move the terminal's cursor, retitle its window, reorder what the reader sees, or start a
-# new Markdown line where the log had none.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 # what would start a link, an image or a link reference definition
 _LINKISH = re.compile(r"\]([(\[:])")
 MAX_EVIDENCE_LINES = 40
 MAX_EVIDENCE_CHARS = 2000  # per line; the JSON report keeps the line whole (up to the reader's cut)
-
-
-def printable(text: object) -> str:
-    return _CONTROL.sub("\ufffd", str(text))
 
 
 def fence_for(text: str) -> str:
@@ -181,7 +175,7 @@ def _env() -> jinja2.Environment:
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(inline=inline, code=_code_inline, codeblock=codeblock, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
+    env.filters.update(shquote=shlex.quote, inline=inline, code=_code_inline, codeblock=codeblock, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
                        change=change, load=load, seconds=seconds, size=size, properfix=properfix,
                        shortpath=shortpath)
     return env
@@ -296,10 +290,15 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
                f"catalogue skeleton command are below.")
     if top is not None and top.workarounds:
         out.append(f"**Do now:** {change(top.workarounds[0])}.")
-    if f.hints:
+    engine = [h for h in f.hints if h.source == "engine-hint"]
+    if engine:
         out.append("**The engine's own suggestions:** " + "; ".join(
-            _code_inline(h.action or "") for h in f.hints[:4]) + ". They are generic advice for this error, "
+            _code_inline(h.action or "") for h in engine[:4]) + ". They are generic advice for this error, "
             "not checked against the catalogue.")
+    quoted = [h for h in f.hints if h.source != "engine-hint"]
+    if quoted:
+        out.append("**Advice-shaped lines in the log** (not a message the engine is known to print; "
+                   "quoted as log text, not a recommendation):\n\n" + codeblock("\n".join(h.action or "" for h in quoted[:4]), "text"))
     return out
 
 

@@ -26,8 +26,8 @@ class AttemptPrinter(Printer):
     attempt = 0
     ready_seconds: float | None = None  # wall-clock seconds from this attempt's start to ready
 
-    def event(self, doc: dict) -> None:
-        super().event({"event": doc.get("event"), "attempt": self.attempt, **doc})
+    def event(self, doc: dict, redacted: bool = False) -> None:
+        super().event({"event": doc.get("event"), "attempt": self.attempt, **doc}, redacted)
 
     def ready(self, r: Ready) -> None:
         self.ready_seconds = r.seconds
@@ -40,7 +40,7 @@ class AttemptPrinter(Printer):
         if self.json:
             super().failure(report)
         else:
-            failure_note(report)
+            failure_note(self.out.report(report), self.out)
 
     def timeout(self, w: Watcher, seconds: float) -> None:
         if self.json:

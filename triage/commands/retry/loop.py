@@ -10,8 +10,8 @@ a hang, the operator's signal, or when no applicable workaround is left.
 from __future__ import annotations
 
 import os
-import sys
 
+from triage.commands.output import Output
 from triage.commands.retry.attempt import AttemptPrinter, Interrupts, run_attempt
 from triage.commands.retry.models import (
     AttemptRecord,
@@ -99,17 +99,16 @@ def _announce(rec: AttemptRecord, out: AttemptPrinter) -> None:
     note(f"attempt {rec.number}: logging to {rec.log}")
     out.attempt = rec.number
     if out.json:
-        launch = _redacted_launch(rec.launch, out.redact, out.redact_ips)
+        launch = _redacted_launch(rec.launch, out.out)
         out.event({"event": "attempt", "command": launch.shell(), "argv": launch.argv, "env": launch.env,
                    "log": rec.log})
 
 
-def _redacted_launch(launch: Launch, redact: bool, ips: bool) -> Launch:
-    if not redact:
+def _redacted_launch(launch: Launch, out: Output) -> Launch:
+    """Flag and value together (`--api-key KEY`), before the strings are walked one by one."""
+    if not out.redact:
         return launch
-    from triage.pipeline.redact import redact_argv, redact_env
-
-    return Launch(argv=redact_argv(launch.argv, ips), env=redact_env(launch.env, ips))
+    return Launch(argv=out.argv(launch.argv), env=out.env(launch.env))
 
 
 def _relaunch(n: int, d: Decision, out: AttemptPrinter) -> None:
@@ -131,18 +130,15 @@ def _relaunch(n: int, d: Decision, out: AttemptPrinter) -> None:
 def _print_summary(summary: RetrySummary, opts: WatchOptions) -> None:
     from triage.commands.retry import render as retry_out
 
-    if opts.redact:
-        from triage.pipeline.redact import redact_data
-
-        for a in summary.attempts:  # flag and value together, before the strings are walked one by one
-            a.launch = _redacted_launch(a.launch, True, opts.redact_ips)
+    out = Output(redact=opts.redact, ips=opts.redact_ips)
+    if out.redact:
+        for a in summary.attempts:
+            a.launch = _redacted_launch(a.launch, out)
             a.command = a.launch.shell()
         if summary.held is not None:
             summary.command = summary.attempts[summary.held - 1].command
-        summary = RetrySummary.model_validate(redact_data(summary.model_dump(), opts.redact_ips))
-    text = retry_out.summary_json(summary) if opts.fmt == "json" else retry_out.summary_markdown(summary)
-    sys.stdout.write(text)
-    sys.stdout.flush()
+        summary = RetrySummary.model_validate(out.data(summary.model_dump()))
+    out.write(retry_out.summary_json(summary) if opts.fmt == "json" else retry_out.summary_markdown(summary))
 
 
 def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int) -> int:
@@ -184,9 +180,7 @@ def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int
         plan.then = f"if the failure comes back in attempt {len(plan.steps) + 1}, stop: no relaunch left (--retry {retries})"
     from triage.commands.retry import render as retry_out
 
-    if opts.redact:
-        from triage.pipeline.redact import redact_data
-
-        plan = RetryPlan.model_validate(redact_data(plan.model_dump(), opts.redact_ips))
-    sys.stdout.write(retry_out.plan_json(plan) if opts.fmt == "json" else retry_out.plan_markdown(plan))
+    out = Output(redact=opts.redact, ips=opts.redact_ips)
+    plan = RetryPlan.model_validate(out.data(plan.model_dump()))
+    out.write(retry_out.plan_json(plan) if opts.fmt == "json" else retry_out.plan_markdown(plan))
     return 0 if plan.steps else EXIT_FAILURE

@@ -4,6 +4,7 @@ operator, JSON (one `summary` or `plan` event line) for scripts."""
 from __future__ import annotations
 
 import json
+import shlex
 
 from triage.commands.retry.models import AttemptRecord, Change, RetryPlan, RetrySummary, Skipped
 from triage.render.markdown import codeblock, inline
@@ -57,7 +58,7 @@ def _attempt(a: AttemptRecord) -> list[str]:
         out.append(f"- finding: **{inline(a.signature)}**: {inline(a.finding or '')}")
     elif a.failure:
         out.append(f"- finding: none (fingerprint {inline(a.fingerprint or '?')}); full report: "
-                   f"{_code('triage analyze ' + a.log)}")
+                   f"{_code('triage analyze ' + shlex.quote(a.log))}")
     out.append("")
     return out
 

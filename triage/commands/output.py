@@ -1,0 +1,113 @@
+"""The one door every output of triage goes through.
+
+Reports (Markdown and JSON), `triage new` skeletons, watch/run events, the "failure at ..."
+status line, stderr notes and error lines: each is made from data that passed `Output` (the
+report with `report`, an event with `data`, last lines with `lines`) and is written with
+`write` (stdout or the -o file) or `note`/`error` (stderr). Redaction happens here and only
+here (unless --no-redact), and so does the terminal's control-character filter: a command
+cannot forget one of them for one of its outputs.
+
+The command line sets the current Output once per command (`use`); library callers get the
+default (redacting) one.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+from triage.core.terminal import one_line, printable
+
+if TYPE_CHECKING:
+    from triage.core.models import Report
+
+
+@dataclass
+class Output:
+    redact: bool = True
+    ips: bool = False
+
+    # -- what goes out: data first -------------------------------------------------------------
+
+    def report(self, report: Report) -> Report:
+        """The report every renderer sees (Markdown, JSON, the `new` skeleton, events)."""
+        if not self.redact:
+            return report
+        from triage.pipeline.redact import redact_report
+
+        return redact_report(report, ips=self.ips)
+
+    def data(self, value: Any) -> Any:
+        """Plain data written as JSON (events, summaries, plans)."""
+        if not self.redact:
+            return value
+        from triage.pipeline.redact import redact_data
+
+        return redact_data(value, ips=self.ips)
+
+    def text(self, value: str) -> str:
+        if not self.redact:
+            return value
+        from triage.pipeline.redact import redact_text
+
+        return redact_text(value, ips=self.ips)
+
+    def lines(self, lines: list[str]) -> list[str]:
+        """Consecutive log lines (a token wrapped onto the next line is found too)."""
+        if not self.redact:
+            return list(lines)
+        from triage.pipeline.redact import redact_lines
+
+        return redact_lines(list(lines), ips=self.ips)
+
+    def argv(self, argv: list[str]) -> list[str]:
+        if not self.redact:
+            return list(argv)
+        from triage.pipeline.redact import redact_argv
+
+        return redact_argv(argv, ips=self.ips)
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        if not self.redact:
+            return dict(env)
+        from triage.pipeline.redact import redact_env
+
+        return redact_env(env, ips=self.ips)
+
+    # -- and where it goes -----------------------------------------------------------------
+
+    def write(self, document: str, stream: IO[str] | None = None) -> None:
+        """A document (report, skeleton, event line) for stdout: built from data that passed
+        here, so only the control filter is left (Markdown and JSON have none; a last guard)."""
+        out = stream or sys.stdout
+        out.write(printable(document))
+        out.flush()
+
+    def note(self, text: str) -> None:
+        """One human status line on stderr (stdout is for the report and the JSON events)."""
+        sys.stderr.write(f"triage: {one_line(self.text(text))}\n")
+        sys.stderr.flush()
+
+    def error(self, text: str, prefix: str = "triage: error: ") -> None:
+        """The one-line error (file names typed or found are log-controlled text too)."""
+        sys.stderr.write(f"{prefix}{one_line(self.text(text))}\n")
+        sys.stderr.flush()
+
+
+_current = Output()
+
+
+def use(redact: bool = True, ips: bool = False) -> Output:
+    """Set the Output for this command (its --no-redact and --redact-ips) and return it."""
+    global _current
+    _current = Output(redact=redact, ips=ips)
+    return _current
+
+
+def current() -> Output:
+    return _current
+
+
+def note(text: str) -> None:
+    _current.note(text)

@@ -1,0 +1,261 @@
+"""The redaction rule set, as data: what a secret looks like in a server log.
+
+Derived from gitleaks' default rules (github.com/gitleaks/gitleaks, config/gitleaks.toml,
+MIT licence), the rule set most teams already trust for commits; `gitleaks` names the rule(s)
+each entry follows so that a change upstream can be traced here. The patterns are adapted, not
+copied: gitleaks looks for a secret in a commit and wants few false alarms, so its lengths are
+exact and its generic rule is gated by entropy; a crash report is pasted into a public issue,
+so here a near-shaped token is masked too (minimum lengths, not exact ones). Rules with no
+gitleaks counterpart (NGC, Groq, Replicate, Azure connection strings, names of settings and
+variables, URL passwords) say so with an empty `gitleaks`.
+
+Each rule has, gitleaks style, a keyword prefilter (the rule runs only on text that contains
+one of them, lower-cased), one true positive and one near miss; tests/test_secret_rules.py runs
+every rule on both. In `regex`, a group named `keep` is kept in front of the mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Wrap:
+    """A token with a known length, to be found when a log hard-wraps it across two lines:
+    `prefix` ends one line with fewer than `lengths` body characters, the next line starts with
+    exactly the rest."""
+
+    prefix: str  # regex
+    chars: str  # regex character class of the body
+    lengths: tuple[int, ...]  # possible body lengths after the prefix
+
+
+@dataclass(frozen=True)
+class SecretRule:
+    id: str
+    gitleaks: str  # gitleaks rule id(s) this follows; "" when gitleaks has none
+    keywords: tuple[str, ...]  # lower-case; the rule runs only on text holding one of them
+    regex: str
+    example: str  # a log line; `{s}` is where `secret` goes
+    secret: str  # must not survive redaction of `example`
+    near_miss: str  # looks alike, must come out unchanged
+    wrap: Wrap | None = None
+    entropy: float = 0.0  # minimum Shannon entropy (bits/char) of the masked part, as gitleaks' `entropy`
+
+
+# A name that says its value is a secret, whatever the value looks like. It must end in one of
+# these words: `tokenizer_path` and `max_prefill_tokens` are not secrets.
+SECRET_WORD = (r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key(?:[_-]?id)?|auth[_-]?key"
+               r"|token|passw(?:or)?d|secret|credentials?|client[_-]?secret|wandb[_-]?key|ngc[_-]?key"
+               r"|openai[_-]?key)")
+# a value that is clearly not a secret: unset, a switch, a number, a tokenizer's special token
+NOT_SECRET_VALUE = (r"(?!(?:None|none|null|NULL|nil|True|true|False|false|\d+(?:\.\d+)?|\*+)(?![\w.-]))"
+                    r"(?!<\|?/?[\w.-]{0,40}\|?>|\[[A-Z]{1,10}\])")
+# a variable in the environment's style: `HF_TOKEN`, `PGPASSWORD`, `AZURE_OPENAI_KEY`, `CLIENT_SECRET_ID`
+ENV_NAME = (r"(?:[A-Z0-9]{1,40}_){0,8}(?:[A-Z0-9]{0,40}(?:PASSWORD|PASSWD|SECRET)[A-Z0-9_]{0,40}"
+            r"|TOKEN|KEY|KEY_ID|CREDENTIALS?|[A-Z0-9]{0,40}API_?KEY)")
+_TOKEN_CHARS = "[A-Za-z0-9]"
+
+
+def _fill(n: int, alphabet: str = "AbCdEfGhJkLmNpQrStUvWxYz23456789") -> str:
+    """A made-up body of `n` characters (examples only: no real credential is ever in this file)."""
+    return (alphabet * (n // len(alphabet) + 1))[:n]
+
+
+def _hex(n: int) -> str:
+    return _fill(n, "0123456789abcdef")
+
+
+RULES: list[SecretRule] = [
+    # -- tokens recognised by their prefix --------------------------------------------------
+    SecretRule(
+        "huggingface-token", "huggingface-access-token", ("hf_",),
+        r"\bhf_[A-Za-z0-9]{20,}\b",
+        "login failed for token {s}", "hf_" + _fill(34),
+        "from transformers import hf_hub_download; hf_transfer enabled",
+        Wrap(r"\bhf_", _TOKEN_CHARS, (34,))),
+    SecretRule(
+        "huggingface-org-token", "huggingface-organization-api-token", ("api_org_",),
+        r"\bapi_org_[A-Za-z0-9]{20,}\b",
+        "using {s}", "api_org_" + _fill(34), "api_org_name=acme"),
+    SecretRule(
+        "anthropic-key", "anthropic-api-key, anthropic-admin-api-key", ("sk-ant-",),
+        r"\bsk-ant-[A-Za-z0-9_-]{16,}",
+        "ANTHROPIC said 401 for {s}", "sk-ant-api03-" + _fill(93) + "AA", "task-ant-colony started",
+        Wrap(r"\bsk-ant-(?:api|admin)\d\d-", "[A-Za-z0-9_-]", (95,))),
+    SecretRule(
+        "openai-key", "openai-api-key", ("sk-",),
+        r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{16,}",
+        "openai.AuthenticationError: Incorrect API key provided: {s}",
+        "sk-proj-" + _fill(74) + "T3BlbkFJ" + _fill(74), "disk-usage-monitor started; sk-learn 1.5",
+        Wrap(r"\bsk-(?:proj-|svcacct-|admin-)?", "[A-Za-z0-9_-]", (48, 124, 156))),
+    SecretRule(
+        "stripe-key", "stripe-access-token", ("sk_live", "sk_test", "sk_prod", "rk_live", "rk_test", "rk_prod"),
+        r"\b[sr]k_(?:live|test|prod)_[A-Za-z0-9]{10,99}\b",
+        "billing client with {s}", "sk_live_" + _fill(24), "mask_live_view enabled; risk_test_mode=1"),
+    SecretRule(
+        "groq-key", "", ("gsk_",),
+        r"\bgsk_[A-Za-z0-9]{20,}\b",
+        "GROQ_API_KEY is {s}", "gsk_" + _fill(52), "desk_lamp gsk_short",
+        Wrap(r"\bgsk_", _TOKEN_CHARS, (52,))),
+    SecretRule(
+        "replicate-token", "", ("r8_",),
+        r"\br8_[A-Za-z0-9]{20,}\b",
+        "replicate client token {s}", "r8_" + _fill(37), "layer8_norm r8_cache",
+        Wrap(r"\br8_", _TOKEN_CHARS, (37,))),
+    SecretRule(
+        "ngc-key", "", ("nvapi-",),
+        r"\bnvapi-[A-Za-z0-9_-]{20,}",
+        "export NGC_API_KEY={s}", "nvapi-" + _fill(64), "nvapi-version 2 loaded",
+        Wrap(r"\bnvapi-", "[A-Za-z0-9_-]", (64,))),
+    SecretRule(
+        "databricks-token", "databricks-api-token", ("dapi",),
+        r"\bdapi[a-f0-9]{32}(?:-\d)?\b",
+        "workspace token {s}", "dapi" + _hex(32), "dapi_version=2.0 dapi1234",
+        Wrap(r"\bdapi", "[a-f0-9]", (32,))),
+    SecretRule(
+        "perplexity-key", "perplexity-api-key", ("pplx-",),
+        r"\bpplx-[A-Za-z0-9]{20,}\b",
+        "PPLX key {s}", "pplx-" + _fill(48), "pplx-client 0.2"),
+    SecretRule(
+        "github-token", "github-pat, github-oauth, github-app-token, github-refresh-token",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        r"\bgh[pousr]_[A-Za-z0-9]{30,}\b",
+        "git clone https://{s}@github.com/org/repo", "ghp_" + _fill(36), "ghp_short gho_id=3",
+        Wrap(r"\bgh[pousr]_", _TOKEN_CHARS, (36,))),
+    SecretRule(
+        "github-fine-grained-pat", "github-fine-grained-pat", ("github_pat_",),
+        r"\bgithub_pat_\w{30,}",
+        "GH token {s}", "github_pat_" + _fill(82), "github_pat_scope=repo",
+        Wrap(r"\bgithub_pat_", r"\w", (82,))),
+    SecretRule(
+        "gitlab-token", "gitlab-pat, gitlab-deploy-token, gitlab-runner-authentication-token, gitlab-ptt, "
+        "gitlab-cicd-job-token, gitlab-oauth-app-secret, gitlab-feed-token, gitlab-incoming-mail-token, "
+        "gitlab-scim-token, gitlab-kubernetes-agent-token, gitlab-feature-flag-client-token",
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "gloas-", "glft-", "glimt-", "glsoat-", "glagent-", "glffct-"),
+        r"\bgl(?:pat|dt|rt|ptt|cbt|oas|ft|imt|soat|agent|ffct)-[A-Za-z0-9_.-]{20,}",
+        "CI_JOB with {s}", "glpat-" + _fill(20), "glpat-short glft-x",
+        Wrap(r"\bglpat-", "[A-Za-z0-9_-]", (20,))),
+    SecretRule(
+        "slack-token", "slack-bot-token, slack-user-token, slack-app-token, slack-legacy-token, "
+        "slack-legacy-workspace-token, slack-config-access-token, slack-config-refresh-token",
+        ("xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxo-", "xoxe", "xapp-"),
+        r"\b(?:xox[abposre]|xoxe\.xox[bp]|xapp)-[A-Za-z0-9-]{10,}",
+        "slack notifier {s}", "xoxb-1234567890-1234567890123-" + _fill(24), "xoxb- xapp-1"),
+    SecretRule(
+        "slack-webhook", "slack-webhook-url", ("hooks.slack.com",),
+        r"(?P<keep>\bhooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9+/]{16,}",
+        "alerting to https://{s}", "hooks.slack.com/services/T0" + _fill(7) + "/B0" + _fill(7) + "/" + _fill(24),
+        "see https://hooks.slack.com/ for setup"),
+    SecretRule(
+        "aws-access-key", "aws-access-token", ("akia", "asia", "abia", "acca", "a3t"),
+        r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
+        "aws_access_key_id={s}", "AKIA" + _fill(16, "QWERTYUPASDFGHJK2345"), "AKIAX is not a key; ASIAN market",
+        Wrap(r"\b(?:AKIA|ASIA|ABIA|ACCA)", "[A-Z0-9]", (16,))),
+    SecretRule(
+        "aws-secret-key", "", ("aws_secret_access_key", "secretaccesskey", "aws_secret_key"),
+        r"(?i)(?P<keep>aws_?secret(?:_?access)?_?key['\"]?\s*[=:]\s*['\"]?)[A-Za-z0-9/+=]{40}",
+        "aws_secret_access_key = {s}", _fill(40), "aws_secret_access_key is required"),
+    SecretRule(
+        "gcp-api-key", "gcp-api-key", ("aiza",),
+        r"\bAIza[\w-]{35}",
+        "maps key {s}", "AIza" + _fill(35), "AIzaShort",
+        Wrap(r"\bAIza", r"[\w-]", (35,))),
+    SecretRule(
+        "gcp-private-key-id", "", ("private_key_id",),
+        r"(?i)(?P<keep>private_key_id['\"]?\s*[=:]\s*['\"]?)[A-Za-z0-9]{16,}",
+        '{{"type": "service_account", "private_key_id": "{s}"}}', _hex(40), '"private_key_id": ""'),
+    SecretRule(
+        "jwt", "jwt", ("eyj",),
+        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        "session {s}", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlX2hlcmU", "eyJhbGciOiJIUzI1NiJ9 alone"),
+    # the body too, across lines when the log breaks it (see redact.py); to the end of the
+    # base64 lines when the END line is cut off
+    SecretRule(
+        "private-key", "private-key", ("-----begin",),
+        r"(?P<keep>-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
+        r"(?:(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----)){0,8192}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+        r"|[^\n]*(?:\n[ \t]*(?:[A-Za-z0-9+/]{16,}={0,2}|[A-Za-z0-9+/]{1,15}={1,2})[ \t]*(?=\n|$))*)",
+        "key: -----BEGIN PRIVATE KEY-----{s}", "\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + _fill(40) + "\\n-----END PRIVATE KEY-----",
+        "-----BEGIN CERTIFICATE----- is public"),
+    SecretRule(
+        "azure-storage-key", "", ("accountkey", "sharedaccesskey"),
+        r"(?i)(?P<keep>\b(?:AccountKey|SharedAccessKey)\s*=\s*)[A-Za-z0-9+/=]{16,}",
+        "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={s};EndpointSuffix=core.windows.net",
+        _fill(86) + "==", "AccountKey=;AccountName=acme"),
+    # -- credentials in URLs and headers ----------------------------------------------------
+    SecretRule(
+        "url-password", "", ("://",),
+        r"(?P<keep>\b[a-z][a-z0-9+.-]{0,30}://[^\s:/@'\"]{0,256}:)[^\s/'\"]{1,256}(?=@[^\s@/'\"]{1,256}(?:[/\s'\"?#]|$))",
+        "connecting to postgres://admin:{s}@db.internal:5432/app", "p@ss:w0rd@x", "see http://host:8000/v1/models"),
+    SecretRule(
+        "authorization-header", "curl-auth-header", ("authorization",),
+        r"(?i)(?P<keep>\b(?:authorization|proxy-authorization)['\"]?\s*[:=]\s*['\"]?(?:bearer|basic|token|digest)\s+)"
+        r"[^\s'\",}]{4,}",
+        "headers={{'Authorization': 'Bearer {s}'}}", "tokBearer0123456789abcdef", "Authorization: Bearer"),
+    SecretRule(
+        "api-key-header", "curl-auth-header", ("x-api-key", "x-auth-token", "api-key:", "api_key:", "apikey:"),
+        r"(?i)(?P<keep>\b(?:x-api-key|x-auth-token|api-key|api_key|apikey)['\"]?\s*[:=]\s*['\"]?)"
+        rf"{NOT_SECRET_VALUE}[^\s'\",}}]{{4,}}",
+        "request headers x-api-key: {s}", "hdrKey0123abcd", "x-api-key: None"),
+    SecretRule(
+        "bearer-token", "curl-auth-header", ("bearer",),
+        r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/=-]{16,}",
+        "sent bearer {s}", "abcDEF0123456789ghiJKL", "bearer token missing"),
+    SecretRule(
+        "basic-credentials", "curl-auth-header", ("basic",),
+        r"(?P<keep>\bBasic\s+)(?=[A-Za-z0-9+/]{0,200}[0-9+/=])[A-Za-z0-9+/]{12,200}={0,2}",
+        "Authorization: Basic {s}", "dXNlcjpodW50ZXIyaHVudGVyMg==", "Basic block allocator initialised"),
+    SecretRule(
+        "query-secret", "", ("token=", "key=", "auth=", "sig=", "signature=", "password=", "passwd=", "secret=",
+                             "credential=", "security-token="),
+        r"(?i)(?P<keep>[?&;](?:[A-Za-z0-9]+[_.-]){0,8}(?:token|api[_-]?key|apikey|key|auth|sig|signature|password|passwd"
+        r"|secret|credential|x-amz-signature|x-amz-credential|x-amz-security-token)=)[^&\s'\"#<>]+",
+        "GET https://blob.example.net/c/m.bin?sv=2022&sig={s}", "SASsig0123abcdef", "GET /v1/models?limit=10"),
+    # -- secrets recognised by the name they are given ----------------------------------------
+    SecretRule(
+        "secret-flag", "", ("api-key", "api_key", "token", "password", "secret"),
+        r"(?P<keep>--(?:[A-Za-z0-9_]+-){0,8}(?:api-key|api_key|hf-token|hf_token|token|password|secret|secret-key)(?:=|\s+))"
+        r"(?!--)(?:'[^']*'|\"[^\"]*\"|[^\s'\",)]+)",
+        "python -m sglang.launch_server --api-key {s} --tp 8", "flagKey-7f3a9b2c", "--skip-tokenizer-init --tp 8"),
+    SecretRule(
+        "wandb-login", "", ("wandb",),
+        r"(?P<keep>\bwandb\.login\([^)\n]{0,80}?\bkey\s*=\s*['\"]?)[^'\"\s),]{1,256}",
+        "wandb.login(key='{s}')", _hex(40), "wandb.login(anonymous='allow')"),
+    SecretRule(
+        "wandb-login-cli", "", ("wandb",),
+        r"(?P<keep>\bwandb\s+login\s+(?:--?[\w-]+\s+){0,4})(?!-)[A-Za-z0-9_-]{20,}",
+        "running: wandb login --relogin {s}", _hex(40), "wandb login succeeded for user acme"),
+    SecretRule(
+        "secret-setting-quoted", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
+        rf"(?i)(?P<keep>(?:\b|(?<=_)){SECRET_WORD}['\"]?\s*[=:]\s*\[?\s*(?P<q>['\"]))(?!(?P=q))"
+        r"(?!(?:None|null|True|False)(?P=q))(?!<\|?/?[\w.-]{0,40}\|?>(?P=q)|\[[A-Z]{1,10}\](?P=q))[^'\"\n]{1,1024}(?=(?P=q))",
+        "server_args=ServerArgs(model_path='m', api_key='{s}', tp_size=8)", "reprKey8c1d2e3f",
+        "ServerArgs(tokenizer_path='org/model', eos_token='</s>', hf_token=None)"),
+    SecretRule(
+        "secret-setting", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
+        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=_)){SECRET_WORD}\s*=\s*){NOT_SECRET_VALUE}[^\s'\",)\]}}]{{4,}}",
+        "Namespace(model='m', ssl_keyfile_password={s}, port=8000)", "pw-s3cr3t-777",
+        "max_prefill_tokens=16384 password=None token=8192"),
+    SecretRule(
+        "secret-name-value", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
+        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=[_-]))(?:api[ _-]?key|{SECRET_WORD})['\"]?[ \t]*:[ \t]*['\"]?)"
+        rf"{NOT_SECRET_VALUE}[^\s'\",}}]{{4,}}",
+        "config loaded: password: {s}", "Tr0ub4dor&3x", "#new-token: 8192, token usage: 0.50, #cached-token: 0"),
+    SecretRule(
+        "secret-env-variable", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
+        rf"(?P<keep>(?<![\w.-]){ENV_NAME}=){NOT_SECRET_VALUE}(?:'[^']*'|\"[^\"]*\"|\S+)",
+        "+ export PGPASSWORD={s}", "hunter2-db", "TOKENIZERS_PARALLELISM=false SGLANG_MAX_TOKENS=4096 KEY_COUNT=3"),
+    # a setting named `*_key` is masked when its value is shaped like a credential (the name
+    # alone is not enough: `cache_key`, `sort_key`); gitleaks gates its generic rule the same way
+    SecretRule(
+        "key-setting", "generic-api-key", ("key",),
+        r"(?i)(?P<keep>(?<=[a-z0-9_-])key['\"]?\s*[=:]\s*['\"]?)"
+        r"(?=[A-Za-z0-9_+/-]{0,200}\d)(?=[A-Za-z0-9_+/-]{0,200}[A-Za-z])[A-Za-z0-9_+/-]{16,200}={0,2}(?![\w.=])",
+        "settings: wandb_key: {s}", _hex(40), "cache_key=layer_0_attn_k_cache rope_key=default",
+        entropy=3.5),
+]
+
+# IP addresses: only with --redact-ips
+IPV4 = r"\b(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b"
+IPV6 = r"(?<![\w:])(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}(?![\w:])"
