@@ -148,6 +148,42 @@ def expand_inputs(items: list[str]) -> list[str]:
 
 
 @app.command()
+def fleet(
+    source: Annotated[str, typer.Argument(help="A log archive: a directory tree, a glob, or an object-storage URL (s3://, gs://: needs fsspec and its filesystem package). .gz is read transparently.")],
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS|auto|local", help="Run on Ray: local starts Ray here, auto joins this machine's cluster, or a cluster address. Without it: the local process pool.")] = None,  # noqa: UP045
+    since: Annotated[Optional[str], typer.Option("--since", metavar="DATE", help="Only failures at or after DATE (2026-11-24, 2026-11-24T08:00, or an age: 7d, 12h).")] = None,  # noqa: UP045
+    format: Annotated[Format, typer.Option("--format", "-f", help="md (default) or json (rows for dashboards).")] = Format.md,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the leaderboard to this file.")] = None,  # noqa: UP045
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Local pool processes (0: one per core); with --ray local, Ray's CPUs.")] = 0,
+    batch: Annotated[int, typer.Option("--batch", help="Logs per task.")] = 32,
+    catalogue: CatalogueOpt = None,
+    no_redact: NoRedactOpt = False,
+    redact_ips: RedactIpsOpt = False,
+) -> None:
+    """A leaderboard of the failures across a whole log archive: which hit the most servers, where, since when, and what to do."""
+    from triage.commands.fleet.render import leaderboard, render_json, render_markdown
+    from triage.commands.fleet.run import FleetOptions, run_fleet
+    from triage.commands.fleet.when import parse_since
+    from triage.commands.output import use
+
+    out = use(redact=not no_redact, ips=redact_ips)
+    if jobs < 0 or batch < 1:
+        raise TriageError("--jobs takes 0 or more, --batch 1 or more")
+    from triage.commands.fleet.source import holds
+
+    if output is not None and holds(source, output):
+        raise TriageError(f"--output {output} is inside the archive {source}; refusing to overwrite a log")
+    when = parse_since(since) if since is not None else None
+    opts = FleetOptions(ray=ray, since=when, jobs=jobs, batch=batch, catalogue_dirs=[str(p) for p in catalogue or []])
+    tally = run_fleet(source, opts)
+    doc = out.data(leaderboard(tally, source, when))
+    _write(render_json(doc) if format == Format.json else render_markdown(doc), output, [])
+    if tally.failed:
+        out.error(f"{tally.failed} log(s) could not be analysed (listed in the report)")
+    raise typer.Exit(1 if tally.groups else 2 if tally.failed else 0)
+
+
+@app.command()
 def signatures(
     engine: Annotated[Optional[str], typer.Option("--engine", "-e", help="Only this engine (sglang, vllm, trtllm, tgi, triton, any).")] = None,  # noqa: UP045
     format: Annotated[Format, typer.Option("--format", "-f")] = Format.md,

@@ -1,0 +1,201 @@
+"""`triage fleet` on the local pool: counts, leaderboard, servers, --since, retries, sources.
+
+The Ray run and its comparison with this one are in test_fleet_ray.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from datetime import datetime
+
+import pytest
+from conftest import run_cli
+from fleet_archive import SIGNATURES, make_archive
+
+from triage.commands.fleet import worker
+from triage.commands.fleet.run import FleetOptions, run_fleet
+from triage.commands.fleet.source import LogFile, place_of
+from triage.commands.fleet.when import parse_since, real_time
+from triage.core.errors import TriageError
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    return make_archive(tmp_path_factory.mktemp("fleet") / "archive", servers=6, per_server=8)
+
+
+@pytest.fixture(scope="module")
+def local_doc(archive):
+    p = run_cli("fleet", str(archive.root), "--format", "json", "--jobs", "2", "--batch", "8", "--no-redact")
+    return p, json.loads(p.stdout)
+
+
+def test_summary_counts_read_failed_and_skipped(archive, local_doc):
+    p, doc = local_doc
+    assert p.returncode == 1  # failures found
+    s = doc["summary"]
+    assert s == {"files": archive.logs + archive.empty + 1, "read": archive.logs, "failed": 1,
+                 "skipped": archive.empty, "with_failure": archive.logs - archive.counts["healthy"], "groups": 6}
+    assert [e["path"] for e in doc["errors"]] == archive.broken  # reported, not dropped
+    assert "corrupt" in doc["errors"][0]["error"]
+    err = p.stderr.decode()
+    assert err.count("\n") == 1 and err.startswith("triage: error: 1 log(s)") and "Traceback" not in err
+
+
+def test_leaderboard_groups_by_signature_and_fingerprint(archive, local_doc):
+    _, doc = local_doc
+    rows = {r["key"]: r for r in doc["leaderboard"]}
+    for kind, sig in SIGNATURES.items():
+        r = rows[sig]
+        assert r["known"] and r["logs"] == archive.counts[kind] and r["servers"] == archive.servers
+    oom = rows["torch-cuda-out-of-memory"]  # from .gz logs, vLLM 0.6.0, MM-DD stamps
+    assert oom["engines"] == {"vllm 0.6.0": archive.counts["oom-gz"]}
+    assert oom["first_seen"] == "2026-09-03T08:16:57"  # year from the files' mtime (Nov 2026)
+    assert oom["top_workaround"]["id"] and oom["top_workaround"]["logs"] == archive.counts["oom-gz"]
+    assert oom["fix"]["no_upstream_fix"]
+    assert oom["example"].endswith(".log.gz")
+    unknown = [r for r in doc["leaderboard"] if not r["known"]]
+    assert len(unknown) == 1  # one fingerprint across servers despite ranks, paths and numbers
+    u = unknown[0]
+    assert u["logs"] == archive.counts["unknown"] and u["title"].startswith("ZeroDivisionError")
+    # the host NCCL prints names the server, not the directory
+    assert u["server_names"] == [f"gpu-node-{s:02d}.cluster" for s in range(archive.servers)]
+    assert rows["system-segfault"]["server_names"] == [f"node{s:02d}" for s in range(archive.servers)]
+    assert u["first_seen"] < u["last_seen"]
+    ranks = [r["rank"] for r in doc["leaderboard"]]
+    assert ranks == list(range(1, len(ranks) + 1))
+
+
+def test_markdown_leaderboard_to_a_file(archive, tmp_path):
+    out = tmp_path / "board.md"
+    p = run_cli("fleet", str(archive.root / "node0[01]"), "-o", str(out), "-j", "2")
+    assert p.returncode == 1 and p.stdout == b""
+    text = out.read_text()
+    assert text.startswith("# Fleet: ") and "| # | failure | servers | logs |" in text
+    assert "`system-segfault`" in text and "unknown `" in text and "Could not analyse:" in text
+
+
+def test_since_skips_old_files_and_old_failures(archive):
+    since = datetime(2026, 11, 13)
+    t = run_fleet(str(archive.root), FleetOptions(since=since, jobs=2, batch=8))
+    recent = sum(1 for s in range(archive.servers) if 10 + s % 18 >= 13)
+    assert t.read == recent * archive.per_server
+    assert t.skipped == (archive.servers - recent) * archive.per_server + archive.empty
+    assert t.failed == 1  # the corrupt file was written now: it is tried, and reported
+    assert "vllm-max-seq-len-exceeds-kv-cache" not in t.groups  # crashed in May
+    assert "system-oom-killer" not in t.groups  # crashed in 2025
+    assert all(g.first_seen is None or g.first_seen >= since for g in t.groups.values())
+
+
+def test_a_worker_that_dies_is_retried_once_then_reported(tmp_path, monkeypatch):
+    a = make_archive(tmp_path / "archive", servers=2, per_server=8)
+    flaky, deadly = str(a.root / "node00" / "serve-0.log"), str(a.root / "node01" / "serve-2.log")
+    died = tmp_path / "died-once"
+    real = worker.analyse_file
+
+    def dying(lf, cat, opts):
+        if lf.path == deadly or (lf.path == flaky and not died.exists()):
+            died.touch()
+            os._exit(9)  # the worker process dies, not just the call
+        return real(lf, cat, opts)
+
+    monkeypatch.setattr(worker, "analyse_file", dying)  # forked workers inherit it
+    t = run_fleet(str(a.root), FleetOptions(jobs=2, batch=4))
+    assert t.read == a.logs - 1 and t.skipped == a.empty
+    assert t.failed == 2 and set(t.errors) == {deadly, *a.broken}
+    assert "a worker process died" in t.errors[deadly] and "twice" in t.errors[deadly]
+    assert t.groups["vllm-max-seq-len-exceeds-kv-cache"].logs == 2  # the flaky one counted once
+
+
+def test_a_file_that_fails_once_is_read_on_the_second_try(tmp_path, monkeypatch):
+    a = make_archive(tmp_path / "archive", servers=1, per_server=8)
+    calls: dict[str, int] = {}
+    real = worker.analyse_file
+
+    def flaky(lf, cat, opts):
+        calls[lf.path] = calls.get(lf.path, 0) + 1
+        if calls[lf.path] == 1:
+            raise OSError(5, "Input/output error")
+        return real(lf, cat, opts)
+
+    monkeypatch.setattr(worker, "analyse_file", flaky)
+    t = run_fleet(str(a.root), FleetOptions(jobs=1))
+    assert t.read == a.logs and t.failed == 1 and set(t.errors) == set(a.broken)
+
+
+def test_year_and_day_inferred_from_the_file_mtime():
+    nye = datetime(2027, 1, 1, 0, 5).timestamp() - datetime(1970, 1, 1).timestamp()
+    assert real_time("12-31 23:59:00", nye) == datetime(2026, 12, 31, 23, 59)  # vLLM, written next year
+    assert real_time("01-01 00:01:00", nye) == datetime(2027, 1, 1, 0, 1)
+    assert real_time("02-29 10:00:00", nye) == datetime(2024, 2, 29, 10)  # the last leap year
+    assert real_time("23:50:00.123456", nye) == datetime(2026, 12, 31, 23, 50, 0, 123456)  # glog: the day before
+    assert real_time("2025-06-24 22:26:45.5", nye) == datetime(2025, 6, 24, 22, 26, 45, 500000)
+    assert real_time("2024-03-06T17:53:22.335714Z", None) == datetime(2024, 3, 6, 17, 53, 22, 335714)
+    assert real_time("12-31 23:59:00", None) is None and real_time("nonsense", nye) is None
+
+
+def test_since_accepts_dates_and_ages():
+    now = datetime(2026, 12, 1, 12)
+    assert parse_since("2026-11-24") == datetime(2026, 11, 24)
+    assert parse_since("2026-11-24T08:00Z") == datetime(2026, 11, 24, 8)
+    assert parse_since("7d", now) == datetime(2026, 11, 24, 12)
+    assert parse_since("12h", now) == datetime(2026, 12, 1)
+
+
+def test_server_is_the_parent_directory_or_the_name_at_the_top():
+    assert place_of("/a/archive/node07/2026-11-30/serve.log", "/a/archive") == "2026-11-30"
+    assert place_of("/a/archive/node07/serve.log.gz", "/a/archive") == "node07"
+    assert place_of("/a/archive/host17.log.gz", "/a/archive") == "host17"
+
+
+def test_driver_memory_does_not_grow_with_logs(tmp_path):
+    from triage.commands.fleet.board import Tally
+    from triage.pipeline.analyze import analyze
+
+    log = tmp_path / "n" / "serve.log"
+    log.parent.mkdir()
+    log.write_text("[2026-11-10 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                   '  File "/x/sglang/srt/managers/scheduler.py", line 1, in run\n    f()\n'
+                   "ZeroDivisionError: boom\n")
+    rep = analyze(str(log), worker.catalogue(()))
+    sizes = []
+    for n in (10, 1000):
+        t = Tally()
+        for i in range(n):
+            worker.add_report(t, rep, LogFile(f"/archive/n{i % 5}/serve-{i}.log", 1.8e9, 10, f"n{i % 5}"), None, None)
+        sizes.append(len(pickle.dumps(t)))
+    assert sizes[1] - sizes[0] < 64  # counts grow, the aggregates do not
+
+
+def test_fsspec_sources(archive, tmp_path):
+    fsspec = pytest.importorskip("fsspec", reason="fsspec is not installed (pip install fsspec)")
+    fs = fsspec.filesystem("memory")
+    for name in ("node00/serve-0.log", "node00/serve-2.log", "node03/serve-3.log.gz", "node03/serve-1.log"):
+        fs.pipe(f"/fleet/{name}", (archive.root / name).read_bytes())
+    t = run_fleet("memory://fleet", FleetOptions(jobs=1))  # memory:// lives in this process only
+    assert (t.read, t.failed, t.skipped, t.with_failure) == (4, 0, 0, 3)
+    assert t.groups["torch-cuda-out-of-memory"].servers == {"node03"}
+    example = t.groups["torch-cuda-out-of-memory"].example[1]
+    assert example.startswith("memory://") and example.endswith("/fleet/node03/serve-3.log.gz")
+    t = run_fleet(f"file://{archive.root}/node0[01]/*.log*", FleetOptions(jobs=2))
+    assert t.read == 2 * archive.per_server and t.failed == 1
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    p = run_cli("fleet", str(tmp_path / "missing"), "--since", "7d")
+    err = p.stderr.decode()
+    assert p.returncode == 2 and err == f"triage: error: {tmp_path / 'missing'}: no such file or directory\n"
+    log = tmp_path / "a" / "serve.log"
+    log.parent.mkdir()
+    log.write_bytes(b"ERROR boom\n")
+    p = run_cli("fleet", str(tmp_path / "a"), "-o", str(log))
+    assert p.returncode == 2 and b"refusing to overwrite" in p.stderr and log.read_bytes() == b"ERROR boom\n"
+    (tmp_path / "empty").mkdir()
+    for source, since, words in ((str(tmp_path / "empty"), None, "no file to analyse"),
+                                 (str(tmp_path), "last tuesday", "--since last tuesday"),
+                                 ("s3://no-such-bucket-triage/logs", None, "s3://no-such-bucket-triage/logs")):
+        with pytest.raises(TriageError) as e:
+            run_fleet(source, FleetOptions(since=parse_since(since) if since else None, jobs=1))
+        assert words in str(e.value) and "\n" not in str(e.value)

@@ -1,0 +1,183 @@
+"""The files of an archive: a directory tree, a glob, or an object-storage URL (fsspec).
+
+The listing is a generator, so a million files are never held at once: the runners take
+batches from it as workers become free. Hidden files and directories (a leading dot) are
+left out, as `triage analyze DIR` does.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triage.core.errors import TriageError
+
+GLOB_CHARS = "*?["
+
+
+@dataclass(frozen=True)
+class LogFile:
+    path: str  # a local path, or a URL for object storage
+    mtime: float | None  # seconds since the epoch: when the log was last written
+    size: int | None
+    place: str  # the server when the log names none: its parent directory (or its name at the top)
+
+
+def is_url(source: str) -> bool:
+    return "://" in source
+
+
+def list_source(source: str) -> Iterator[LogFile]:
+    """Every file of SOURCE, in a stable order; a missing source or one without any file is a
+    usage error (exit 2)."""
+    files = _list_url(source) if is_url(source) else _list_local(source)
+    first = next(files, None)
+    if first is None:
+        raise TriageError(f"{source}: no file to analyse")
+    yield first
+    yield from files
+
+
+def holds(source: str, path: Path) -> bool:
+    """Whether an existing file `path` is part of a local SOURCE (an output must not overwrite a log)."""
+    if is_url(source) or not path.exists():
+        return False
+    target = path.resolve()
+    mine = {target, *target.parents}
+    if Path(source).exists():
+        return Path(source).resolve() in mine
+    return any(Path(m).resolve() in mine for m in glob.iglob(source, recursive=True))
+
+
+def place_of(path: str, root: str) -> str:
+    """The server a log belongs to when its text does not say: the directory that holds it
+    (archive/<server>/..log), or for a log at the top of the archive its name up to the first
+    dot (archive/<server>.log.gz)."""
+    rel = posixpath.relpath(path.replace(os.sep, "/"), root.replace(os.sep, "/")) if root else path
+    parent = posixpath.dirname(rel)
+    if parent and parent not in (".", ""):
+        return posixpath.basename(parent)
+    return posixpath.basename(path).split(".", 1)[0] or posixpath.basename(path)
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(".")
+
+
+def _entry(path: str, root: str) -> LogFile | None:
+    try:
+        st = os.stat(path)
+    except OSError:  # vanished or a dangling link: reported by the worker that tries to read it
+        return LogFile(path, None, None, place_of(path, root))
+    if not os.path.isfile(path):
+        return None
+    return LogFile(path, st.st_mtime, st.st_size, place_of(path, root))
+
+
+def _walk(top_dir: str, root: str) -> Iterator[LogFile]:
+    for top, dirs, names in os.walk(top_dir):
+        dirs[:] = sorted(d for d in dirs if not _hidden(d))
+        for name in sorted(names):
+            if not _hidden(name):
+                e = _entry(os.path.join(top, name), root)
+                if e is not None:
+                    yield e
+
+
+def _list_local(source: str) -> Iterator[LogFile]:
+    p = Path(source)
+    if p.is_dir():
+        yield from _walk(source, source)
+    elif p.exists():
+        e = _entry(source, str(p.parent))
+        if e is None:
+            raise TriageError(f"{source}: not a regular file")
+        yield e
+    elif any(c in source for c in GLOB_CHARS):
+        root = _glob_root(source)
+        for path in sorted(glob.iglob(source, recursive=True)):
+            if any(_hidden(part) for part in Path(path).parts[len(Path(root).parts):]):
+                continue
+            if os.path.isdir(path):  # archive/node0*: the servers' directories, walked
+                yield from _walk(path, root)
+            else:
+                e = _entry(path, root)
+                if e is not None:
+                    yield e
+    else:
+        raise TriageError(f"{source}: no such file or directory")
+
+
+def _glob_root(pattern: str) -> str:
+    """The fixed directory part of a glob: what `place_of` counts from."""
+    parts = pattern.replace(os.sep, "/").split("/")
+    fixed = []
+    for part in parts[:-1]:
+        if any(c in part for c in GLOB_CHARS):
+            break
+        fixed.append(part)
+    return "/".join(fixed)
+
+
+def filesystem(url: str) -> tuple[Any, str]:
+    """The fsspec filesystem of a URL and the path inside it; a clear error without fsspec or
+    without the package of that filesystem (s3fs, gcsfs ...)."""
+    try:
+        from fsspec.core import url_to_fs
+    except ImportError:
+        raise TriageError(f"{url}: reading object storage needs fsspec and the filesystem's package "
+                          "(pip install fsspec s3fs, or gcsfs)") from None
+    try:
+        return url_to_fs(url)
+    except (ImportError, ValueError) as e:
+        raise TriageError(f"{url}: {e}") from None
+
+
+def _mtime(info: dict[str, Any]) -> float | None:
+    for key in ("mtime", "LastModified", "updated", "last_modified", "modified", "created"):
+        v = info.get(key)
+        if v is None:
+            continue
+        if isinstance(v, (int, float)):
+            return float(v)
+        if hasattr(v, "timestamp"):
+            return float(v.timestamp())
+        if isinstance(v, str):
+            from datetime import datetime
+
+            try:
+                return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
+
+
+def _list_url(url: str) -> Iterator[LogFile]:
+    fs, path = filesystem(url)
+    protocol = url.split("://", 1)[0]
+    try:
+        if any(c in path for c in GLOB_CHARS):
+            root = _glob_root(path)
+            found = fs.glob(path, detail=True)
+        elif fs.isdir(path):
+            root = path
+            found = fs.find(path, detail=True)
+        elif fs.exists(path):
+            root = posixpath.dirname(path)
+            found = {path: fs.info(path)}
+        else:
+            raise TriageError(f"{url}: no such file or directory")
+    except OSError as e:
+        raise TriageError(f"{url}: cannot list ({e})") from None
+    for name in sorted(found):
+        info = found[name]
+        rel = posixpath.relpath(name, root) if root else name
+        if info.get("type") == "directory" or any(_hidden(p) for p in rel.split("/")):
+            continue
+        full = fs.unstrip_protocol(name) if hasattr(fs, "unstrip_protocol") else f"{protocol}://{name}"
+        yield LogFile(full, _mtime(info), info.get("size"), place_of(name, root))

@@ -1,0 +1,184 @@
+"""One batch of logs in, its per-group aggregates out: what a pool process or a Ray task runs.
+
+Each log goes through the library pipeline (`triage.pipeline.analyze`) with the catalogue
+loaded once per process. A log that cannot be analysed is tried once more, then reported
+with the reason; it never ends the batch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from triage.catalogue.load import Catalogue, load_catalogue
+from triage.commands.fleet.board import Group, Tally
+from triage.commands.fleet.source import LogFile, is_url
+from triage.commands.fleet.when import from_mtime, real_time
+from triage.core.models import Failure, Finding, Report
+from triage.pipeline.analyze import Options, analyze
+
+_CATALOGUES: dict[tuple[str, ...], Catalogue] = {}
+
+# How far into a log its host name is looked for: NCCL prints it while the server starts.
+HEAD_BYTES = 64 * 1024
+# NCCL's line prefix `<host>:<pid>:<tid> [<device>] NCCL INFO`, and a `hostname=`/`Hostname:` setting
+_HOST = re.compile(
+    r"(?m)(?:^|[\s\]])(?P<nccl>[A-Za-z][A-Za-z0-9._-]{0,252}):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)"
+    r"|\b[Hh]ostname\s*[=:]\s*['\"]?(?P<named>[A-Za-z][A-Za-z0-9._-]{0,252})"
+)
+_PLACEHOLDER_HOSTS = {"localhost", "hostname", "host", "none", "null"}
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every worker needs besides its files (small: it is sent with every batch)."""
+
+    catalogue_dirs: tuple[str, ...] = ()
+    since: datetime | None = None
+    prefer_hyperscan: bool = True
+
+
+def catalogue(dirs: tuple[str, ...]) -> Catalogue:
+    """The catalogue, loaded once per process (a forked pool inherits the driver's)."""
+    cat = _CATALOGUES.get(dirs)
+    if cat is None:
+        cat = _CATALOGUES[dirs] = load_catalogue(list(dirs))
+    return cat
+
+
+def analyse_batch(files: list[LogFile], job: Job) -> Tally:
+    tally = Tally()
+    cat = catalogue(job.catalogue_dirs)
+    opts = Options(workers=1, prefer_hyperscan=job.prefer_hyperscan)
+    for lf in files:
+        if _skip(lf, job):
+            tally.skipped += 1
+            continue
+        why = ""
+        for _attempt in range(2):
+            try:
+                report, host = analyse_file(lf, cat, opts)
+                break
+            except Exception as e:  # noqa: BLE001 - one bad log is reported, never ends the batch
+                why = describe(e)
+        else:
+            tally.fail(lf.path, why)
+            continue
+        tally.read += 1
+        add_report(tally, report, lf, host, job.since)
+    return tally
+
+
+def describe(e: BaseException) -> str:
+    from triage.core.errors import TriageError
+
+    if isinstance(e, TriageError):
+        return str(e)
+    if isinstance(e, OSError):
+        return f"read error ({e.strerror or e})"
+    return f"internal error: {type(e).__name__}: {e}"
+
+
+def _skip(lf: LogFile, job: Job) -> bool:
+    """Empty files, and files last written before --since: nothing in them can be newer."""
+    if lf.size == 0:
+        return True
+    written = from_mtime(lf.mtime)
+    return job.since is not None and written is not None and written < job.since
+
+
+def analyse_file(lf: LogFile, cat: Catalogue, opts: Options) -> tuple[Report, str | None]:
+    if not is_url(lf.path):
+        return analyze(lf.path, cat, opts), host_of(lf.path)
+    import os
+    import shutil
+    import tempfile
+
+    from triage.commands.fleet.source import filesystem
+
+    # an object is copied to local disk, then read like any log (.gz detected by its bytes)
+    fs, path = filesystem(lf.path)
+    fd, tmp = tempfile.mkstemp(prefix="triage-fleet-")
+    try:
+        with os.fdopen(fd, "wb") as out, fs.open(path, "rb") as src:
+            shutil.copyfileobj(src, out, 1024 * 1024)
+        return analyze(tmp, cat, opts), host_of(tmp)
+    finally:
+        os.unlink(tmp)
+
+
+def host_of(path: str) -> str | None:
+    """The host name the log prints near its start, if any."""
+    from triage.pipeline.read import open_source
+
+    try:
+        with open_source(path) as fh:
+            head = fh.read(HEAD_BYTES)
+    except Exception:  # noqa: BLE001 - the analysis reads the file again and reports errors
+        return None
+    for m in _HOST.finditer(head.decode("utf-8", "replace")):
+        name = m["nccl"] or m["named"]
+        if name and name.lower() not in _PLACEHOLDER_HOSTS:
+            return name
+    return None
+
+
+def add_report(tally: Tally, rep: Report, lf: LogFile, host: str | None, since: datetime | None) -> None:
+    """One log's failures into the batch's groups: a failure counts once per occurrence, a log
+    and a server once per group. A failure without a timestamp is placed at the file's mtime."""
+    written = from_mtime(lf.mtime)
+    specific = {x.failure: x for x in rep.findings if x.failure is not None and not x.generic and not x.unlikely}
+    mine: dict[str, tuple[Finding | None, list[tuple[Failure, datetime | None]]]] = {}
+    for i, f in enumerate(rep.failures):
+        when = real_time(f.time, lf.mtime) or written
+        if since is not None and when is not None and when < since:
+            continue
+        finding = specific.get(i)
+        key = finding.signature if finding is not None else f"fingerprint:{f.fingerprint}"
+        mine.setdefault(key, (finding, []))[1].append((f, when))
+    if mine:
+        tally.with_failure += 1
+    env = rep.environment
+    engine = f"{env.engine} {env.version}" if env.engine and env.version else env.engine
+    for key, (finding, occurrences) in mine.items():
+        g = tally.groups.get(key)
+        if g is None:
+            first = occurrences[0][0]
+            g = tally.groups[key] = Group(key=key, signature=finding.signature if finding else None,
+                                          fingerprint=None if finding else first.fingerprint,
+                                          severity=finding.severity if finding else None)
+        g.logs += 1
+        g.fatal_logs += any(f.fatal for f, _ in occurrences)
+        g.servers.add(host or lf.place)
+        if engine:
+            g.engines[engine] += 1
+        if env.gpu:
+            g.gpus[env.gpu] += 1
+        for f, when in occurrences:
+            g.failures += f.count
+            if when is not None:
+                g.first_seen = when if g.first_seen is None else min(g.first_seen, when)
+                g.last_seen = when if g.last_seen is None else max(g.last_seen, when)
+        f, when = occurrences[-1]
+        g.offer_example(when, lf.path, finding.title if finding else f"{f.exception}: {f.message}"[:160])
+        if finding is not None:
+            _add_advice(g, finding)
+
+
+def _add_advice(g: Group, finding: Finding) -> None:
+    """The first workaround the log was offered (counted, the most offered one is the group's
+    top workaround) and the signature's proper fix."""
+    offered = [w for w in finding.workarounds if w.status == "recommended"] or finding.workarounds
+    if offered:
+        w = offered[0]
+        g.offer_workaround({"id": w.id, "title": w.title, "flags": list(w.flags), "remove_flags": list(w.remove_flags),
+                            "env": list(w.env), "action": w.action, "cost": w.cost})
+    fix: dict[str, Any] = {k: v for k, v in (("fixed_in", finding.fixed_in), ("affects", finding.affects),
+                             ("open_issue", finding.open_issue), ("no_upstream_fix", finding.no_upstream_fix))
+           if v}
+    if finding.references:
+        fix["references"] = list(finding.references)
+    if fix:
+        g.offer_fix(fix)
