@@ -136,7 +136,7 @@ def _load(dirs: list[str]):  # noqa: ANN202
     from triage.catalogue.load import load_catalogue
     from triage.core.verbosity import LOG
 
-    cat = load_catalogue(dirs)
+    cat = load_catalogue(dirs, cache=True)  # the on-disk cache is the CLI's choice, not the library's
     LOG.debug("catalogue: %d signatures, %d workarounds (extra directories: %s)",
               len(cat.signatures), len(cat.workarounds), ", ".join(dirs) or "none")
     return cat

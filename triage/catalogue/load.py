@@ -8,6 +8,7 @@ them closes the door on exponential "billion laughs" expansion.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import regex
 import yaml
 from pydantic import ValidationError
 
+from triage.catalogue.expansion import PatternTooLarge, check_expansion
 from triage.catalogue.models import SignatureSpec, WorkaroundSpec
 from triage.core.errors import CatalogueError
 
@@ -40,7 +42,7 @@ class Signature:
         return self._compiled
 
     def __getstate__(self) -> dict:
-        # the on-disk cache holds specs only; patterns compile again on first use
+        # pickled to the worker processes of a backtest: specs only, patterns compile again there
         return {"spec": self.spec, "path": self.path, "_compiled": None}
 
 
@@ -109,16 +111,36 @@ def _reject_aliases(node: yaml.Node, path: str) -> None:
             stack.extend(n.value)
 
 
-def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+def read_capped(path: Path) -> bytes:
+    """The bytes of a catalogue file, which must be a regular file of at most MAX_FILE bytes.
+
+    Checked before anything is read, and again on the open descriptor (the name could be
+    swapped in between): a symlink to /dev/zero or a FIFO named `x.yaml` is refused instead
+    of read forever or waited on. The read itself is capped too."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE:
-            raise CatalogueError(f"{path}: {size} bytes, larger than a catalogue entry may be ({MAX_FILE})")
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise CatalogueError(f"{path}: not UTF-8 text") from None
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise CatalogueError(f"{path}:1: not a regular file (a device, FIFO or socket cannot be a catalogue entry)")
+        if st.st_size > MAX_FILE:
+            raise CatalogueError(f"{path}:1: {st.st_size} bytes, larger than a catalogue entry may be ({MAX_FILE})")
+        # O_NONBLOCK: should the name turn into a FIFO after the check, open() does not wait for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CatalogueError(f"{path}:1: not a regular file (a device, FIFO or socket cannot be a catalogue entry)")
+            data = fh.read(MAX_FILE + 1)
     except OSError as e:
         raise CatalogueError(f"{path}: cannot read ({e.strerror or e})") from None
+    if len(data) > MAX_FILE:
+        raise CatalogueError(f"{path}:1: larger than a catalogue entry may be ({MAX_FILE} bytes)")
+    return data
+
+
+def read_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    try:
+        text = read_capped(path).decode("utf-8")
+    except UnicodeDecodeError:
+        raise CatalogueError(f"{path}: not UTF-8 text") from None
     try:
         loader = _Loader(text)  # a safe loader: plain data only, nothing constructed from tags
         try:
@@ -147,6 +169,7 @@ def _format_validation(path: Path, node: yaml.Node | None, err: ValidationError)
 
 
 def compile_pattern(p: str) -> regex.Pattern[str]:
+    check_expansion(p)  # before regex sees it: compiling unrolls counted repeats
     return regex.compile(p, regex.V0)
 
 
@@ -165,6 +188,9 @@ def load_signature(path: Path) -> Signature:
         except regex.error as e:
             line = _line_of(node, ("patterns", i))
             raise CatalogueError(f"{path}:{line}: field 'patterns.{i}': invalid regex: {e}") from None
+        except PatternTooLarge as e:
+            line = _line_of(node, ("patterns", i))
+            raise CatalogueError(f"{path}:{line}: field 'patterns.{i}': {e}") from None
     return Signature(spec, str(path), compiled)
 
 
@@ -188,72 +214,28 @@ def _yaml_files(root: Path) -> list[Path]:
     return out
 
 
-CACHE_VERSION = "4"  # bumped when the pickled models change shape (2: WorkaroundSpec.auto; 3: proper-fix fields; 4: no conflicts)
-
-
-def _cache_path(roots: list[Path]) -> Path | None:
-    """Where a parsed catalogue is cached, keyed by every file's path, size and mtime."""
-    if os.environ.get("TRIAGE_NO_CACHE"):
-        return None
-    import hashlib
-
-    h = hashlib.sha1(CACHE_VERSION.encode())
-    h.update(str(Path(__file__).resolve().parent).encode())
-    for root in roots:
-        for f in _yaml_files(root):
-            try:
-                st = f.stat()
-            except OSError:
-                return None
-            h.update(f"{f}|{st.st_size}|{st.st_mtime_ns}\n".encode())
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "triage" / f"catalogue-{h.hexdigest()[:20]}.pickle"
-
-
-def _trusted(path: Path) -> bool:
-    """Only a cache file we could have written ourselves is unpickled: owned by this user,
-    in a directory nobody else can write to."""
-    try:
-        st, dst = path.stat(), path.parent.stat()
-    except OSError:
-        return False
-    uid = os.getuid() if hasattr(os, "getuid") else st.st_uid
-    return st.st_uid == uid and dst.st_uid == uid and not (dst.st_mode & 0o022) and not (st.st_mode & 0o022)
-
-
-def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_refs: bool = True) -> Catalogue:
+def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_refs: bool = True,
+                   cache: bool = False) -> Catalogue:
     """The catalogue: the built-in one plus `extra` directories, validated.
 
-    A validated catalogue is cached on disk (pickled models, no code from the YAML), so that
-    an on-call run does not re-parse and re-validate 150 files; any file change misses it.
-    """
-    import pickle
+    With `cache` (the command line's choice; the library's default is off, so that it writes
+    nothing the caller did not ask for) a validated catalogue is kept on disk as JSON
+    (triage/catalogue/cache.py), so that an on-call run does not re-parse 400 YAML files."""
+    from triage.catalogue import cache as disk
 
     roots: list[Path] = list(builtin_dirs()) if builtin else []
     for d in extra or []:
         if not Path(d).is_dir():
             raise CatalogueError(f"{d}: catalogue directory not found")
         roots.append(Path(d))
-    cache = _cache_path(roots) if strict_refs else None
-    if cache is not None and cache.exists() and _trusted(cache):
-        try:
-            with open(cache, "rb") as fh:
-                cat = pickle.load(fh)  # noqa: S301 - written by us, keyed by content stats
-            if isinstance(cat, Catalogue):
-                return cat
-        except Exception:  # noqa: BLE001 - a stale or broken cache is only a miss
-            pass
+    path = disk.cache_path(roots) if cache and strict_refs else None
+    if path is not None:
+        cat = disk.read_cache(path)
+        if cat is not None:
+            return cat
     cat = _load_uncached(extra, builtin, strict_refs)
-    if cache is not None:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.chmod(cache.parent, 0o700)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
-                pickle.dump(cat, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache)
-        except OSError:
-            pass
+    if path is not None:
+        disk.write_cache(path, cat)
     return cat
 
 
@@ -316,10 +298,10 @@ def load_roots(roots: list[Path], problems: list[tuple[str, str]] | None = None)
 def line_with(path: str | Path, needle: str, key: str | None = None) -> int:
     """1-based line of the first line holding `needle` (after `key:` when given), else 1."""
     try:
-        for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        for i, line in enumerate(read_capped(Path(path)).decode("utf-8", "replace").splitlines(), 1):
             if needle in line and (key is None or line.lstrip().startswith(f"{key}:") or line.lstrip().startswith("-")):
                 return i
-    except OSError:
+    except CatalogueError:
         pass
     return 1
 

@@ -13,7 +13,6 @@ default (redacting) one.
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,16 +143,7 @@ def write_output(text: str, output: Path | None, inputs: list[str] | None = None
     if output is None:
         _current.write(text, markdown=markdown)
         return
-    out = output.resolve()
-    for i in inputs or []:
-        if i != "-" and Path(i).exists() and Path(i).resolve() == out:
-            raise TriageError(f"--output {output} is one of the inputs; refusing to overwrite it")
-    if out.is_dir():
-        raise TriageError(f"--output {output}: is a directory")
-    tmp = out.with_name(f".{out.name}.triage-tmp")
-    try:
-        tmp.write_text(printable(text), encoding="utf-8")
-        os.replace(tmp, out)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise TriageError(f"{output}: cannot write ({e.strerror or e})") from None
+    # never onto an input, never through a planted symlink, /dev/null kept a device (core/output.py)
+    from triage.core.output import write_output as write_file
+
+    write_file(printable(text), output, list(inputs or []))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from triage.core.lazyre import lazy_regex
 from triage.core.vocabulary import FAILURE_HINTS
@@ -25,6 +26,9 @@ from triage.pipeline.parse.timeline import (
     next_phase,
 )
 
+if TYPE_CHECKING:
+    from triage.pipeline.scan import Prefilter
+
 __all__ = ["CUDA_GRAPHS", "KV_CACHE", "LOADING_WEIGHTS", "READY_PHASE", "STARTING", "WARMING_UP",
            "FailureBlock", "PhaseChange", "PhaseTracker", "failure_marker"]
 
@@ -39,6 +43,41 @@ _HINTS = tuple(h.decode() for h in FAILURE_HINTS)
 _TRACEBACK = "Traceback (most recent call last)"
 # lines inside a failure block that do not end it even though they carry an engine prefix
 _CONTINUATION = lazy_regex(r"^(?:During handling of the above exception|The above exception was the direct cause|\s*$)")
+
+
+# Literals that every line able to move a phase or open a failure block holds: the phase
+# milestones of triage.parse.timeline, the failure hints, every marker's `needs`, and the words
+# of the catch-all error marker (case-insensitive, as it is). A line without any of them is
+# skipped by the catch-up of a large backlog (tests/test_robust.py checks the list against
+# the milestone regexes on every fixture line).
+PHASE_WORDS = ("Load weight", "Loading weights took", "Model loading took", "Init torch distributed begin",
+               "Starting to load model", "Loading model weights", "Loading safetensors", "Capture ", "Capturing",
+               "CUDA graph end.", "Graph capturing finished", "The server is fired up", "Application startup complete")
+_CATCH_ALL = ("fail", "fatal", "exception", "error", "abort", "crash", "died", "cannot", "can't", "unable to",
+              "timed out", "timeout")
+
+
+_LIVE: tuple[Prefilter, Prefilter] | None = None
+
+
+def _live_prefilters() -> tuple[Prefilter, Prefilter]:
+    """The scanner `analyze` uses (Hyperscan when installed), for the exact literals and for
+    the catch-all's words over the lower-cased block (lower() is one C pass; a case-insensitive
+    regex would run at about 1 MB/s)."""
+    global _LIVE
+    if _LIVE is None:
+        from triage.pipeline.scan import Prefilter
+
+        exact = {*PHASE_WORDS, *(h.decode() for h in FAILURE_HINTS), *(k for mk in MARKERS for k in mk.needs)}
+        _LIVE = Prefilter(exact), Prefilter(_CATCH_ALL)
+    return _LIVE
+
+
+def live_line_starts(data: bytes) -> list[int]:
+    """Offsets of the lines of `data` that hold one of the live words, in order."""
+    exact, lower = _live_prefilters()
+    ends = [end for end, _ in exact.hits(data)] + [end for end, _ in lower.hits(data.lower())]
+    return sorted({data.rfind(b"\n", 0, end - 1) + 1 for end in ends})
 
 
 @dataclass(frozen=True)

@@ -125,16 +125,29 @@ class Server:
             self.output = Tee(self.proc.stdout, log, terminal)
         self.output.start()
         self.forwarded: int | None = None  # the last signal passed on from the operator
+        self.pgid = self.proc.pid  # start_new_session makes the child a group leader: its pid is the group id
         self._signals = 0
+        self.killed = False  # triage sent the SIGKILL (a third signal, or the end of the grace period)
 
     @property
     def returncode(self) -> int | None:
         return self.proc.poll()
 
     def signal_group(self, sig: int) -> None:
-        # start_new_session makes the child a group leader: its pid is the group id
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
+            os.killpg(self.pgid, sig)
+
+    def group_alive(self) -> bool:
+        """Whether any process of the server's group is left (the server itself may be gone:
+        a worker that ignores SIGTERM outlives it)."""
+        self.proc.poll()  # reap the leader, so that its zombie does not count
+        try:
+            os.killpg(self.pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
     def forward(self, signum: int, _frame: FrameType | None = None) -> None:
         """Signal handler: pass the operator's SIGINT/SIGTERM on; the third one is a SIGKILL
@@ -143,6 +156,7 @@ class Server:
         self.forwarded = signum
         if self._signals >= 3:
             note("third signal: killing the server")
+            self.killed = True
             self.signal_group(signal.SIGKILL)
         else:
             note(f"passing {signal.Signals(signum).name} to the server")
@@ -155,11 +169,23 @@ class Server:
             return None
 
     def stop(self) -> int:
-        """SIGTERM the group, then SIGKILL if it does not go."""
+        """SIGTERM the group, then SIGKILL what is left of it after STOP_WAIT: the whole group,
+        even when the server itself exited at once and only a worker lingers."""
         self.signal_group(signal.SIGTERM)
-        if self.wait(STOP_WAIT) is None:
-            self.signal_group(signal.SIGKILL)
+        self.reap_group()
         return self.proc.wait()
+
+    def reap_group(self, wait: float | None = None) -> None:
+        """Wait up to `wait` (default STOP_WAIT) seconds for the group to empty, then SIGKILL it."""
+        deadline = time.monotonic() + (STOP_WAIT if wait is None else wait)
+        while self.group_alive():
+            if time.monotonic() >= deadline:
+                self.killed = True
+                self.signal_group(signal.SIGKILL)
+                break
+            time.sleep(0.05)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(STOP_WAIT)
 
     def finish_output(self) -> None:
         # a daemon grandchild may hold the pipe open after the server is gone: do not wait for it forever
@@ -169,13 +195,16 @@ class Server:
             self.output.join(2.0)
 
 
-def exit_status(rc: int, failed: bool, forwarded: int | None) -> int:
+def exit_status(rc: int, failed: bool, forwarded: int | None, killed: bool = False) -> int:
     """The server's own status; 1 for a death by signal or a clean exit after a failure.
-    When the operator stopped it, a death by that signal is 128+N, as a shell reports it."""
+    When the operator stopped it, a death by that signal is 128+N, as a shell reports it; so is
+    the SIGKILL triage sent after the operator's third signal (three Ctrl-C: 130)."""
     if rc > 0:
         return rc
     if rc < 0:
-        return 128 - rc if forwarded is not None and -rc == forwarded else EXIT_FAILURE
+        if forwarded is not None and (-rc == forwarded or (killed and -rc == signal.SIGKILL)):
+            return 128 + forwarded
+        return EXIT_FAILURE
     return EXIT_FAILURE if failed else 0
 
 
@@ -203,9 +232,13 @@ def run_command(command: list[str], log_path: str | None, opts: WatchOptions) ->
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        if server is not None and server.returncode is None:
-            server.stop()  # never leave a server behind in its own session
         if server is not None:
+            # never leave a server behind in its own session, nor a worker of it that outlived it
+            if server.returncode is None:
+                server.stop()
+            elif server.group_alive():
+                server.signal_group(signal.SIGTERM)
+                server.reap_group()
             server.finish_output()
         log.close()
 
@@ -276,7 +309,7 @@ def _finish(server: Server, w: Watcher, out: Printer, rc: int) -> int:
     """The server is gone: the report of its whole log, and the exit status."""
     report = w.report()
     failed = report is not None and report.exit_code == EXIT_FAILURE
-    code = exit_status(rc, failed, server.forwarded)
+    code = exit_status(rc, failed, server.forwarded, server.killed)
     how = f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with status {rc}"
     note(f"the server {how}")
     # an operator who stopped a healthy server wants no report; any other end gets one

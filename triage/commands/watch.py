@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from collections import deque
@@ -35,6 +36,8 @@ TAIL_LINES = 20
 POLL_INTERVAL = 0.15  # seconds to sleep when nothing new was written: responsive, not a busy loop
 HEARTBEAT = 30.0  # seconds between "still in phase X" lines on stderr
 PROGRESS_EVERY = 2.0  # at most one progress line on stderr this often
+CATCH_UP = 1 << 20  # a read this large is a backlog: only the lines that can matter are parsed
+CATCH_UP_READ = 8 << 20  # bytes read a poll: a 1 GB backlog takes ~128 polls, each checking the timeout
 MAX_BLOCK_WAIT = 30.0  # a failure block that never closes (endless unprefixed output) is judged after this
 
 
@@ -59,21 +62,25 @@ class Follower:
     def read_lines(self) -> list[str]:
         """What was appended since the last call, as complete lines (without the newline).
         Reads at most `max_read` bytes a call so that a huge backlog does not stall the caller."""
+        return [p.decode("utf-8", "replace") for p in self.read_raw().split(b"\n")[:-1]]
+
+    def read_raw(self, max_read: int | None = None) -> bytes:
+        """Like read_lines, as bytes: complete lines, each ending with a newline (b"": none)."""
         if self._fh is None and not self._open("created"):
-            return []
+            return b""
         assert self._fh is not None
-        data = self._fh.read(self._max_read)
+        data = self._fh.read(max_read or self._max_read)
         if data:
             self._pos += len(data)
             return self._split(data)
         if self._replaced():
             if self._buf:  # the old file's last, unterminated line: emit it before switching
                 rest, self._buf = self._buf, b""
-                return [rest.decode("utf-8", "replace")]
+                return rest + b"\n"
             self._fh.close()
             self._fh = None
             self._open(self.reason)
-        return []
+        return b""
 
     def partial(self) -> str:
         """The unterminated last line, if any (for the tail shown on a timeout)."""
@@ -86,14 +93,20 @@ class Follower:
 
     def _open(self, reason: str) -> bool:
         try:
-            fh = open(self.path, "rb")  # noqa: SIM115 - kept open across calls on purpose
+            # O_NONBLOCK: should the path be a FIFO, opening it must not wait for a writer (the
+            # timeout could never fire); it is refused just below
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
             return False
         except IsADirectoryError:
             raise TriageError(f"{self.path}: is a directory, not a log file") from None
         except OSError as e:
             raise TriageError(f"{self.path}: cannot read ({e.strerror or e})") from None
-        st = os.fstat(fh.fileno())
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise TriageError(not_a_file(self.path, st.st_mode))
+        fh = os.fdopen(fd, "rb")
         self._fh, self._ino, self._pos, self._buf = fh, (st.st_dev, st.st_ino), 0, b""
         self.generation += 1
         self.reason = reason
@@ -112,13 +125,19 @@ class Follower:
             return True
         return False
 
-    def _split(self, data: bytes) -> list[str]:
-        parts = (self._buf + data).split(b"\n")
-        self._buf = parts.pop()
+    def _split(self, data: bytes) -> bytes:
+        data = self._buf + data
+        cut = data.rfind(b"\n") + 1
+        self._buf = data[cut:]
         if len(self._buf) > self._max_line:  # no newline in a megabyte: not a text line, do not hoard it
-            parts.append(self._buf)
-            self._buf = b""
-        return [p.decode("utf-8", "replace") for p in parts]
+            return data + b"\n"
+        return data[:cut]
+
+
+def not_a_file(path: str, mode: int) -> str:
+    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+    return (f"{path}: is {kind}; watch follows a log file that stays on disk (to watch a stream, "
+            "let triage start the server: triage run -- COMMAND)")
 
 
 @dataclass
@@ -151,7 +170,7 @@ class Watcher:
 
     def poll(self) -> tuple[list[PhaseChange | Ready], int]:
         """Read what is new; returns the events and how many lines were read."""
-        lines = self.follower.read_lines()
+        data = self.follower.read_raw(CATCH_UP_READ)
         events: list[PhaseChange | Ready] = []
         if self.follower.generation != self._generation:
             if self._generation and self.follower.reason != "created":
@@ -159,22 +178,52 @@ class Watcher:
                 note(f"{self.path} was {self.follower.reason}; following the new file")
             self._generation = self.follower.generation
             self.line_no = 0
-        for raw in lines:
-            self.line_no += 1
-            ln = parse_line(self.line_no, raw)
-            self.tail.append(ln.text)
-            change = self.phases.feed(ln, raw)
-            if change is not None:
-                events.append(change)
-                if change.phase == READY_PHASE:
-                    events.append(Ready(ln.no, self.clock() - self.started))
-            was_open = self.block.open
-            self.block.feed(ln)
-            if self.block.open and not was_open:
-                self._block_opened_at = self.clock()
-        if lines:
+        n = data.count(b"\n")
+        if len(data) >= CATCH_UP and not self.block.open:
+            self._catch_up(data, events)
+        else:
+            for raw in data.split(b"\n")[:-1]:
+                self._feed(raw.decode("utf-8", "replace"), events)
+        if n:
             self._last_line_at = self.clock()
-        return events, len(lines)
+        return events, n
+
+    def _feed(self, raw: str, events: list[PhaseChange | Ready]) -> None:
+        self.line_no += 1
+        ln = parse_line(self.line_no, raw)
+        self.tail.append(ln.text)
+        change = self.phases.feed(ln, raw)
+        if change is not None:
+            events.append(change)
+            if change.phase == READY_PHASE:
+                events.append(Ready(ln.no, self.clock() - self.started))
+        was_open = self.block.open
+        self.block.feed(ln)
+        if self.block.open and not was_open:
+            self._block_opened_at = self.clock()
+
+    def _catch_up(self, data: bytes, events: list[PhaseChange | Ready]) -> None:
+        """A backlog (a burst, or a long log when watching starts): only the lines that hold a
+        phase milestone or a failure word are parsed, found by the scanner `analyze` uses;
+        once a failure block opens, its lines are fed one by one until it closes, as always."""
+        from triage.commands.phases import live_line_starts
+
+        pos, end = 0, len(data)
+        for start in live_line_starts(data):
+            if start < pos:
+                continue  # fed already, inside a failure block
+            self.line_no += data.count(b"\n", pos, start)
+            pos = start
+            while pos < end:
+                eol = data.find(b"\n", pos)
+                self._feed(data[pos:eol].decode("utf-8", "replace"), events)
+                pos = eol + 1
+                if not self.block.open or self.block.closed:
+                    break
+        self.line_no += data.count(b"\n", pos)
+        last = data[:-1].rsplit(b"\n", TAIL_LINES)[-TAIL_LINES:]
+        first_no = self.line_no - len(last) + 1
+        self.tail.extend(parse_line(first_no + i, raw.decode("utf-8", "replace")).text for i, raw in enumerate(last))
 
     def failure_due(self) -> bool:
         """A failure's lines are complete: its block closed, or the log went quiet for `grace`."""
@@ -203,7 +252,7 @@ class Watcher:
         if self._catalogue is None:
             from triage.catalogue.load import load_catalogue
 
-            self._catalogue = load_catalogue(self.catalogue_dirs)
+            self._catalogue = load_catalogue(self.catalogue_dirs, cache=True)
         return analyze(self.path, self._catalogue, Options())
 
     def last_lines(self) -> list[str]:
@@ -362,6 +411,8 @@ def is_compressed(path: str) -> bool:
     """By name, or by gzip's magic bytes when the file is already there."""
     if path.endswith((".gz", ".gzip")):
         return True
+    if not os.path.isfile(path):  # a FIFO or device would block the read; they are refused later
+        return False
     try:
         with open(path, "rb") as fh:
             return fh.read(2) == b"\x1f\x8b"
@@ -375,9 +426,11 @@ def open_output(output: str | None, *inputs: str) -> Iterator[IO[str] | None]:
     if output is None:
         yield None
         return
-    for i in inputs:
-        if os.path.exists(i) and os.path.realpath(i) == os.path.realpath(output):
-            raise TriageError(f"--output {output} is the log; refusing to overwrite it")
+    from pathlib import Path
+
+    from triage.core.output import refuse_inputs
+
+    refuse_inputs(Path(output), list(inputs))  # by path and by identity (a hard link to the log)
     try:
         fh = open(output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
     except OSError as e:

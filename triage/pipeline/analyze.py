@@ -20,7 +20,7 @@ from triage.pipeline.parse.markers import EXC_NAME, find_markers
 from triage.pipeline.parse.severity import classify
 from triage.pipeline.parse.timeline import build_timeline, load_figures
 from triage.pipeline.parse.traceback import parse_tracebacks
-from triage.pipeline.read import iter_chunks, open_source
+from triage.pipeline.read import is_regular, iter_chunks, open_source
 from triage.pipeline.scan import Prefilter, ScanResult, scan
 
 
@@ -55,21 +55,21 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
 
     pf = prefilter_for(cat, opts.prefer_hyperscan)
     with open_source(path) as fh:
+        plain = is_regular(fh)  # a pipe, FIFO, .gz or UTF-16 log is one stream, without a total
         workers = opts.workers or (os.cpu_count() or 1)
-        if path != "-" and workers > 1 and fh.__class__.__name__ == "BufferedReader":
+        if plain and workers > 1:
             res = scan_file(path, pf, workers)
             if res is not None:
                 return res
         from triage.core.progress import Progress
         from triage.pipeline.read import file_size
 
-        plain = fh.__class__.__name__ == "BufferedReader"  # a .gz has no meaningful total
         progress = Progress(file_size(path) if plain else None, "scanning")
         from triage.pipeline.read import Prefetch, iter_spans
 
-        compressed = not isinstance(fh, (io.BufferedReader, io.FileIO))
+        decoded = not isinstance(fh, (io.BufferedReader, io.FileIO))
         # a Prefetch reads like the binary file it wraps (read, readinto)
-        src = cast(BinaryIO, Prefetch(fh)) if compressed else fh
+        src = cast(BinaryIO, Prefetch(fh)) if decoded else fh
         return scan(progress.wrap(iter_spans(src, name=path)), pf)
 
 
@@ -102,8 +102,9 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     if res.scanner_note:
         report.diagnostics.append(res.scanner_note)
     if res.capped:
-        report.notes.append("the log has more distinct error and traceback lines than a report can use: "
-                            "the first ones were read, the rest only counted")
+        report.notes.append("cap on kept lines hit: the log has more distinct error and traceback lines than a "
+                            f"report can use; {len(res.lines):,} were kept, from the start and the end of the log, "
+                            "and new ones in between skipped")
     _failures_from_findings(report, by_no)
     classify(report.failures, lines, res.last_serving)
     _order_failures(report)
@@ -133,13 +134,21 @@ def _command_mismatch(command: str | None, engine: str | None) -> str | None:
 
 def _count_repeats(res: ScanResult, failures: list[Failure]) -> None:
     """Tracebacks the scan saw more often than it kept (identical request errors, thousands of
-    them in a noisy log) count towards the failure their kept copy became."""
+    them in a noisy log) count towards the failure their kept copy became: the first failure
+    (in line order) whose lines hold the header, found by bisection over the running maximum
+    of their last lines."""
+    import bisect
+    from itertools import accumulate
+
+    starts = [f.line for f in failures]  # build_failures returns them in line order
+    reach = list(accumulate((max(f.end_line or f.line, f.line) for f in failures), max))
     for header, key in res.window_keys.items():
         more = res.repeats.get(key)
         if more is None:
             continue
-        f = next((f for f in failures if f.line <= header <= max(f.end_line or f.line, f.line)), None)
-        if f is not None:
+        i = bisect.bisect_left(reach, header)  # the first failure reaching down to the header
+        if i < bisect.bisect_right(starts, header):
+            f = failures[i]
             f.count += more[0]
             f.last_line = max(f.last_line or 0, more[1])
 

@@ -46,25 +46,128 @@ def _open_gzip(raw: BinaryIO) -> BinaryIO:
 
 
 def open_source(path: str) -> BinaryIO:
-    """Open a path (or `-`) for binary reading; gzip is detected by its magic bytes."""
+    """Open a path (or `-`) for binary reading. gzip is detected by its magic bytes and UTF-16
+    by its BOM or NUL-interleaved ASCII; both are undone here, so the scan only sees UTF-8.
+
+    Pipes, FIFOs and process substitutions (`<(cat log)`, `/dev/stdin`) are read as streams:
+    nothing here seeks. A character or block device is refused: `/dev/zero` or a terminal
+    never ends, and no log is written to one."""
     if path == "-":
-        raw: BinaryIO = sys.stdin.buffer
-        peek = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-        return _open_gzip(raw) if peek == GZIP_MAGIC else raw
+        return _decoded(sys.stdin.buffer, path)
     p = Path(path)
-    if not p.exists():
-        raise TriageError(f"{path}: no such file")
-    if p.is_dir():
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise TriageError(f"{path}: no such file") from None
+    except PermissionError:
+        raise TriageError(f"{path}: permission denied") from None
+    except OSError as e:
+        raise TriageError(f"{path}: cannot open ({e.strerror or e})") from None
+    if stat.S_ISDIR(st.st_mode):
         raise TriageError(f"{path}: is a directory")
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        raise TriageError(f"{path}: is a device, not a log file (to read a stream, pipe it: ... | triage analyze -)")
     try:
         fh = open(p, "rb")  # noqa: SIM115 - the caller owns and closes it
     except PermissionError:
         raise TriageError(f"{path}: permission denied") from None
     except OSError as e:
         raise TriageError(f"{path}: cannot open ({e.strerror or e})") from None
-    magic = fh.read(2)
-    fh.seek(0)
-    return _open_gzip(fh) if magic == GZIP_MAGIC else fh
+    return _decoded(fh, path)
+
+
+def is_regular(fh: BinaryIO) -> bool:
+    """A plain regular file opened here (no decoder in between): it can be sized, seeked and
+    split between processes."""
+    if type(fh) not in (io.BufferedReader, io.FileIO):
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
+def _head(fh: BinaryIO, n: int) -> bytes:
+    """The first n bytes without consuming them: a seek back on a regular file, a peek into
+    the buffer on a stream (a pipe cannot seek)."""
+    if is_regular(fh):
+        pos = fh.tell()
+        data = fh.read(n)
+        fh.seek(pos)
+        return data
+    peek = getattr(fh, "peek", None)
+    return peek(n)[:n] if peek is not None else b""
+
+
+def _decoded(fh: BinaryIO, name: str) -> BinaryIO:
+    head = _head(fh, 2)
+    if head == GZIP_MAGIC:
+        fh = _open_gzip(fh)
+        try:
+            head = _head(fh, UTF16_PROBE)
+        except _DECOMPRESS_ERRORS as e:
+            fh.close()
+            raise _corrupt(name, e) from None
+    else:
+        head = _head(fh, UTF16_PROBE)
+    enc = utf16_encoding(head)
+    return Utf16ToUtf8(fh, enc) if enc else fh  # type: ignore[return-value]
+
+
+UTF16_PROBE = 256
+
+
+def utf16_encoding(head: bytes) -> str | None:
+    """'utf-16' (BOM) / 'utf-16-le' / 'utf-16-be' when the data looks like UTF-16, else None.
+
+    Without a BOM, ASCII text in UTF-16 has a NUL in every other byte; a UTF-8 log (even one
+    with NUL bytes in it) does not, so most of the probe's even or odd bytes must be NUL."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") and not head.startswith(b"\xff\xfe\x00\x00"):
+        return "utf-16"
+    pairs = len(head) // 2
+    if pairs < 8:
+        return None
+    odd_nul = head[1 : 2 * pairs : 2].count(0)
+    even_nul = head[0 : 2 * pairs : 2].count(0)
+    if odd_nul >= 0.9 * pairs and even_nul == 0:
+        return "utf-16-le"
+    if even_nul >= 0.9 * pairs and odd_nul == 0:
+        return "utf-16-be"
+    return None
+
+
+class Utf16ToUtf8(io.RawIOBase):
+    """A UTF-16 stream read as UTF-8, block by block (an incremental decoder: a character
+    split between two blocks is not lost). Unpaired surrogates become U+FFFD."""
+
+    def __init__(self, stream: BinaryIO, encoding: str, block: int = 1 << 20) -> None:
+        import codecs
+
+        self._stream = stream
+        self._dec = codecs.getincrementaldecoder(encoding)("replace")
+        self._block = block
+        self._pending = b""
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        while not self._pending and not self._eof:
+            data = self._stream.read(self._block)
+            if not data:
+                self._eof = True
+                self._pending = self._dec.decode(b"", final=True).encode("utf-8", "replace")
+            else:
+                self._pending = self._dec.decode(data).encode("utf-8", "replace")
+        k = min(len(b), len(self._pending))
+        b[:k] = self._pending[:k]
+        self._pending = self._pending[k:]
+        return k
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
 
 
 def iter_chunks(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
@@ -114,8 +217,7 @@ def iter_spans(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
         except _DECOMPRESS_ERRORS as e:
             if isinstance(stream, (io.BufferedReader, io.FileIO)):
                 raise TriageError(f"{name}: read error ({getattr(e, 'strerror', None) or e})") from None
-            raise TriageError(f"{name}: compressed data is truncated or corrupt ({e}); to analyse the "
-                              f"readable part: gzip -dc {shlex.quote(name)} | triage analyze -") from None
+            raise _corrupt(name, e) from None
         if not got:
             break
         if left is not None:
@@ -143,6 +245,11 @@ def iter_spans(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
         carry = tail
     if carry:
         yield buf, carry
+
+
+def _corrupt(name: str, e: BaseException) -> TriageError:
+    return TriageError(f"{name}: compressed data is truncated or corrupt ({e}); to analyse the "
+                       f"readable part: gzip -dc {shlex.quote(name)} | triage analyze -")
 
 
 def _snapshot_size(stream: BinaryIO) -> int | None:

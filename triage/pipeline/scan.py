@@ -10,7 +10,7 @@ load line before a failure anchor is kept. Nothing else of the log is decoded.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -283,6 +283,7 @@ WINDOW_GAP = 6  # lines after the last traceback-looking one: the exception line
 KEEP_COPIES = 16  # identical windows or lines kept; past that only counted (N ranks fit, 10,000 requests do not)
 LINE_CAP = 32 * 1024  # bytes of a kept line that any stage reads: no regex runs over a megabyte
 MAX_KEPT = 200_000  # kept lines in all; past that the report says the cap was hit
+MAX_KEPT_BYTES = 64 * 1024 * 1024  # and their bytes: 200,000 lines of 32 KiB would be 6 GB
 _DIGITS = re.compile(rb"[0-9]+|0x[0-9a-fA-F]+")
 _INDENTED = re.compile(rb"[^\s:] {4,}\S")
 # a content prefix starts within this many bytes of a line: right after the line's own prefix
@@ -317,55 +318,91 @@ def _tb_like(line: bytes, lead: bytes) -> bool:
 
 class _Keeper:
     """Puts lines into the ScanResult, once, with identical windows and lines past
-    KEEP_COPIES counted instead of kept."""
+    KEEP_COPIES counted instead of kept.
+
+    Everything it holds is bounded. The first half of MAX_KEPT lines (and of MAX_KEPT_BYTES)
+    is kept for good; past that, new lines and windows go to a rolling tail of the other half,
+    whose oldest entries are dropped with their keys as new ones come: a log of millions of
+    distinct lines keeps its start and its end (where the crash usually is), never grows the
+    table of seen keys past the cap, and the report says the cap was hit."""
 
     def __init__(self, res: ScanResult) -> None:
         self.res = res
         self.seen: dict[bytes, int] = {}
+        self.head_lines = 0
+        self.head_bytes = 0
+        # entries kept past the head, oldest first: (key, their line numbers, their bytes)
+        self.tail: deque[tuple[bytes, list[int], int]] = deque()
+        self.tail_lines = 0
+        self.tail_bytes = 0
 
     def _key(self, parts: list[bytes]) -> bytes:
         return _DIGITS.sub(b"", b"\n".join(p[:400] for p in parts))
 
-    def line(self, no: int, raw: bytes, flagged: bool) -> None:
-        if no in self.res.lines:
-            return
-        key = b"L" + self._key([raw])
+    def _count(self, key: bytes) -> int:
         n = self.seen.get(key, 0) + 1
         self.seen[key] = n
+        return n
+
+    def line(self, no: int, raw: bytes, flagged: bool) -> bytes | None:
+        """Keep or count line `no`; returns its key when it was only counted as a repeat."""
+        if no in self.res.lines:
+            return None
+        key = b"L" + self._key([raw])
+        n = self._count(key)
         if n > KEEP_COPIES:
-            self._repeat(key, no)
-            return
-        self._put(no, raw)
-        if flagged:
-            self.res.keyword_lines.add(no)
+            self.repeat(key, no)
+            return key
+        self._keep(key, [(no, raw)], {no} if flagged else set())
+        return None
 
     def window(self, w: _Window) -> None:
-        flagged_lines = w.flagged
         # a traceback is the same one when its frames and exception types are: request errors
         # differ in their messages (the prompt, the token counts), not in where they were raised
         # (up to the exception line: what follows it is whatever the server did next)
         shape = [raw if b'File "' in raw else raw.split(b": ", 1)[0][:80] for _, raw in w.lines[: w.last_tb + 2]]
         key = b"W" + self._key(shape)
-        n = self.seen.get(key, 0) + 1
-        self.seen[key] = n
+        n = self._count(key)
         if n > KEEP_COPIES:
-            self._repeat(key, w.header)
+            self.repeat(key, w.header)
             return
-        for no, raw in w.lines:
-            if no not in self.res.lines:
-                self._put(no, raw)
-                if no in flagged_lines:
-                    self.res.keyword_lines.add(no)
-        if n == 1:
+        self._keep(key, w.lines, w.flagged)
+        if n == 1 and w.header in self.res.lines:
             self.res.window_keys[w.header] = key
 
-    def _put(self, no: int, raw: bytes) -> None:
-        if len(self.res.lines) >= MAX_KEPT:
+    def _keep(self, key: bytes, lines: list[tuple[int, bytes]], flagged: set[int]) -> None:
+        new = [(no, raw) for no, raw in lines if no not in self.res.lines]
+        size = sum(len(raw) for _, raw in new)
+        # an entry counts at least one line, so that keys without new lines stay bounded too
+        if self.head_lines + max(1, len(new)) <= MAX_KEPT // 2 and self.head_bytes + size <= MAX_KEPT_BYTES // 2:
+            self.head_lines += max(1, len(new))
+            self.head_bytes += size
+        else:
             self.res.capped = True
-            return
-        self.res.lines[no] = _decode(raw)
+            self.tail.append((key, [no for no, _ in new], size))
+            self.tail_lines += max(1, len(new))
+            self.tail_bytes += size
+            while self.tail and (self.tail_lines > MAX_KEPT // 2 or self.tail_bytes > MAX_KEPT_BYTES // 2):
+                self._drop_oldest()
+            if not self.tail or self.tail[-1][0] != key:
+                return  # this entry alone is over the tail's budget
+        for no, raw in new:
+            self.res.lines[no] = _decode(raw)
+            if no in flagged:
+                self.res.keyword_lines.add(no)
 
-    def _repeat(self, key: bytes, no: int) -> None:
+    def _drop_oldest(self) -> None:
+        key, nos, size = self.tail.popleft()
+        self.tail_lines -= max(1, len(nos))
+        self.tail_bytes -= size
+        for no in nos:
+            self.res.lines.pop(no, None)
+            self.res.keyword_lines.discard(no)
+            self.res.window_keys.pop(no, None)
+        self.seen.pop(key, None)
+        self.res.repeats.pop(key, None)
+
+    def repeat(self, key: bytes, no: int) -> None:
         count, _last = self.res.repeats.get(key, (0, no))
         self.res.repeats[key] = (count + 1, no)
 
@@ -406,6 +443,8 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
             if not (consumed >= n and not open_w.done):
                 open_w = None
         chunk_failure_off = -1
+        repeat_raw: bytes | None = None  # a line only counted, and its key: see below
+        repeat_key = b""
         for start in sorted(starts):
             no += buf.count(b"\n", pos, start)
             pos = start
@@ -413,6 +452,12 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
             if eol < 0:
                 eol = n
             raw = bytes(buf[start : min(eol, start + LINE_CAP)])
+            if raw == repeat_raw and not (start < consumed and last_w is not None):
+                # the same bytes as the line before that was only counted: a run of `Killed`
+                # lines costs a comparison each, not the checks below (they would decide the same)
+                keeper.repeat(repeat_key, no)
+                continue
+            repeat_raw = None
             if chunk_failure_off < 0 and any(h in raw for h in FAILURE_HINTS):
                 chunk_failure_off = start
                 res.failure_anchors.append(no)
@@ -442,7 +487,9 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                 last_w = None
             cap = max((k for w, k in window_words if w in raw), default=0)
             if not cap:
-                keeper.line(no, raw, start in flagged_starts)
+                counted = keeper.line(no, raw, start in flagged_starts)
+                if counted is not None:
+                    repeat_raw, repeat_key = raw, counted
                 continue
             w = _Window(header=no, left=cap, lead=_lead(raw), lines=[(no, raw[:LINE_CAP])])
             if start in flagged_starts:

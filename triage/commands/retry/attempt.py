@@ -109,7 +109,7 @@ def run_attempt(rec: AttemptRecord, opts: WatchOptions, out: AttemptPrinter, gua
             return report
         rec.status = outcome.rc
         failed = report is not None and report.exit_code == EXIT_FAILURE
-        rec.exit_code = EXIT_TIMEOUT if outcome.timed_out else exit_status(outcome.rc, failed, server.forwarded)
+        rec.exit_code = EXIT_TIMEOUT if outcome.timed_out else exit_status(outcome.rc, failed, server.forwarded, server.killed)
         if outcome.timed_out:
             rec.end = "timeout"
         elif server.forwarded is not None:

@@ -68,23 +68,31 @@ def spans_of(tracebacks: list[Traceback]) -> list[tuple[int, int]]:
 
 
 def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source: str | None = None) -> list[Failure]:
+    """Every lookup below is indexed (by fingerprint, by line, by masked message): a log with
+    10,000 distinct tracebacks costs 10,000 steps, not 10,000 squared."""
     by_fp: dict[str, Failure] = {}
-    complete = [tb.line for tb in tracebacks if tb.final.type != TRUNCATED]
-    for tb in tracebacks:
-        if tb.final.type == TRUNCATED and any(abs(c - tb.line) < 2000 for c in complete):
+    # the same crash under another fingerprint, by (exception, masked message): line-ordered
+    by_key: dict[tuple[str, str], tuple[list[int], list[Failure]]] = {}
+    complete = sorted(tb.line for tb in tracebacks if tb.final.type != TRUNCATED)
+    for tb in tracebacks:  # in line order
+        if tb.final.type == TRUNCATED and _within(complete, tb.line, 2000):
             continue  # another rank's copy of a traceback that is complete elsewhere
         tbf = _from_traceback(tb, source)
         have = by_fp.get(tbf.fingerprint)
         if have is None:
             # the same crash printed by another rank whose interleaved lines were demultiplexed
             # imperfectly: same exception and message, close in the log
-            same = (tbf.exception, mask(tbf.message))
-            have = next((g for g in by_fp.values() if (g.exception, mask(g.message)) == same
-                         and abs(g.line - tbf.line) < 2000), None)
-        if have is None:
-            by_fp[tbf.fingerprint] = tbf
-            have = tbf
-        else:
+            same_key = (tbf.exception, mask(tbf.message))
+            lines, same = by_key.setdefault(same_key, ([], []))
+            i = bisect.bisect_right(lines, tbf.line - 2000)  # the first one kept less than 2000 lines before
+            if i < len(same):
+                have = same[i]
+            else:
+                by_fp[tbf.fingerprint] = tbf
+                lines.append(tbf.line)
+                same.append(tbf)
+                have = tbf
+        if have is not tbf:
             have.end_line = max(have.end_line or 0, tbf.end_line or 0)
             have.count += 1
         _add_rank(have, tb.rank)
@@ -95,6 +103,8 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
     secondary: list[MarkerHit] = []
     weak: list[MarkerHit] = []
     starts = sorted(tb.line for tb in tracebacks)
+    dumps = [f for f in failures if f.exception == THREAD_DUMP]
+    cxx = _CxxIndex()
     for hit in markers:
         if not hit.marker.primary:
             secondary.append(hit)
@@ -103,7 +113,7 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
                                and (not LEADING_EXC.match(hit.line.message) or _cut_after(hit.line.no, tracebacks))):
             weak.append(hit)
             continue
-        dump = next((f for f in failures if f.exception == THREAD_DUMP and 0 < f.line - hit.line.no <= 6), None)
+        dump = next((f for f in dumps if 0 < f.line - hit.line.no <= 6), None)
         if hit.marker.kind == "segfault" and dump is not None:
             # "Fatal Python error: Segmentation fault" above faulthandler's thread dump: one failure
             dump.kind, dump.message, dump.line = "segfault", hit.message, hit.line.no
@@ -115,7 +125,7 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
         f = marker_fail.get(key)
         if f is None:
             # a C++ abort's what() right after its terminate line is the same failure
-            prev = _recent_cxx(failures, hit)
+            prev = cxx.recent(hit)
             if prev is not None:
                 if not prev.message or prev.message.startswith("terminate called"):
                     prev.message = hit.message  # what() says what the terminate line could not
@@ -125,19 +135,23 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
             f = _from_marker(hit, source)
             marker_fail[key] = f
             failures.append(f)
+            cxx.add(f)
+            if f.exception == THREAD_DUMP:
+                dumps.append(f)
         else:
             f.end_line = max(f.end_line or 0, hit.line.no)
+            cxx.moved(f)
             f.count += 1
             if len(f.raw) < 16:
                 f.raw.append(Evidence(line=hit.line.no, text=hit.line.text))
         _add_rank(f, hit.line.rank)
     # an error line right before a failure announces it ("Error in chat completion stream
     # generator." above its traceback), right after one echoes it; alone, it is the failure
+    near_index = _NearIndex(failures)
     for hit in weak:
         no = hit.line.no
         # the closest failure it can announce (the line or two before it) or echo (3 lines after)
-        near = min((f for f in failures if 0 < f.line - no <= 2 or 0 <= no - (f.end_line or f.line) <= 3),
-                   key=lambda f: min(abs(f.line - no), abs(no - (f.end_line or f.line))), default=None)
+        near = near_index.closest(no)
         if near is not None:
             if hit.marker.kind in ("exception", "engine-error") and near.exception == TRUNCATED and hit.exception:
                 # a pasted traceback whose exception line came first, or whose frames were cut:
@@ -150,6 +164,7 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
             if no < near.line:
                 near.raw.insert(0, Evidence(line=no, text=hit.line.text))
                 near.line = no
+                near_index.moved(near)
             elif len(near.followed_by) < 8:
                 near.followed_by.append(Evidence(line=no, text=hit.line.text))
             continue
@@ -158,21 +173,24 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
         if f is None:
             f = marker_fail[key] = _from_marker(hit, source)
             failures.append(f)
+            near_index.add(f)
         elif len(f.raw) < 16:
             f.raw.append(Evidence(line=no, text=hit.line.text))
             f.end_line = max(f.end_line or 0, no)
+            near_index.moved(f)
         _add_rank(f, hit.line.rank)
     failures.sort(key=lambda f: f.line)
     _fold_consequences(failures)
     # secondary markers: attach to the failure before them (or one starting right after,
     # like vLLM's "EngineCore failed to start." just above its traceback), else they are the failure
+    lines_of = [f.line for f in failures]  # failures are in line order here
     for hit in secondary:
-        before = [f for f in failures if f.line <= hit.line.no]
-        after = [f for f in failures if 0 < f.line - hit.line.no <= 3]
-        if before or after:
-            tgt = after[0] if after else before[-1]
+        no = hit.line.no
+        i = bisect.bisect_right(lines_of, no)  # failures[:i] start at or before the hit
+        if i or (i < len(failures) and failures[i].line - no <= 3):
+            tgt = failures[i] if i < len(failures) and failures[i].line - no <= 3 else failures[i - 1]
             if len(tgt.followed_by) < 8:
-                tgt.followed_by.append(Evidence(line=hit.line.no, text=hit.line.text))
+                tgt.followed_by.append(Evidence(line=no, text=hit.line.text))
             continue
         key = (hit.marker.kind, hit.exception, mask(hit.message))
         f = marker_fail.get(key)
@@ -181,14 +199,88 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
             marker_fail[key] = f
             failures.append(f)
             failures.sort(key=lambda f: f.line)
+            lines_of = [f.line for f in failures]
         else:
-            f.raw.append(Evidence(line=hit.line.no, text=hit.line.text))
+            f.raw.append(Evidence(line=no, text=hit.line.text))
         _add_rank(f, hit.line.rank)
     for f in failures:
         if f.first_rank and f.first_rank not in f.ranks:
             f.ranks.insert(0, f.first_rank)
         f.ranks.sort(key=_rank_key)
     return failures
+
+
+def _within(sorted_lines: list[int], no: int, dist: int) -> bool:
+    """Whether any of `sorted_lines` is less than `dist` lines from `no`."""
+    i = bisect.bisect_left(sorted_lines, no - dist + 1)
+    return i < len(sorted_lines) and sorted_lines[i] < no + dist
+
+
+class _NearIndex:
+    """The failures by first and last line, for the weak-marker pass. Lines change as markers
+    are folded in: a changed failure is indexed again under its new lines and every hit is
+    checked against its current lines, so stale entries cost nothing but a look."""
+
+    def __init__(self, failures: list[Failure]) -> None:
+        self.order: dict[int, int] = {}
+        self.starts: dict[int, list[Failure]] = {}
+        self.ends: dict[int, list[Failure]] = {}
+        for f in failures:
+            self.add(f)
+
+    def add(self, f: Failure) -> None:
+        self.order.setdefault(id(f), len(self.order))
+        self.moved(f)
+
+    def moved(self, f: Failure) -> None:
+        self.starts.setdefault(f.line, []).append(f)
+        self.ends.setdefault(f.end_line or f.line, []).append(f)
+
+    def closest(self, no: int) -> Failure | None:
+        """The failure starting 1-2 lines after `no` or ending 0-3 lines before it, the closest
+        one (the first in list order on a tie)."""
+        found: dict[int, Failure] = {}
+        for k in (no + 1, no + 2):
+            for f in self.starts.get(k, ()):
+                found[id(f)] = f
+        for k in range(no - 3, no + 1):
+            for f in self.ends.get(k, ()):
+                found[id(f)] = f
+        live = [f for f in found.values() if 0 < f.line - no <= 2 or 0 <= no - (f.end_line or f.line) <= 3]
+        if not live:
+            return None
+        return min(live, key=lambda f: (min(abs(f.line - no), abs(no - (f.end_line or f.line))), self.order[id(f)]))
+
+
+class _CxxIndex:
+    """C++ abort failures by their last line: a what() line joins the latest one of its rank
+    that ended at most 5 lines before it."""
+
+    def __init__(self) -> None:
+        self.order: dict[int, int] = {}
+        self.ends: dict[int, list[Failure]] = {}
+
+    def add(self, f: Failure) -> None:
+        if f.kind == "cxx":
+            self.order[id(f)] = len(self.order)
+            self.moved(f)
+
+    def moved(self, f: Failure) -> None:
+        if id(f) in self.order:
+            self.ends.setdefault(f.end_line or f.line, []).append(f)
+
+    def recent(self, hit: MarkerHit) -> Failure | None:
+        if hit.marker.kind != "cxx":
+            return None
+        no = hit.line.no
+        live = {id(f): f for k in range(no - 5, no + 1) for f in self.ends.get(k, ())
+                if f.kind == "cxx" and 0 <= no - (f.end_line or f.line) <= 5 and f.first_rank == hit.line.rank}
+        if not live:
+            return None
+        f = max(live.values(), key=lambda f: self.order[id(f)])
+        f.end_line = no
+        self.moved(f)
+        return f
 
 
 def _cut_after(no: int, tracebacks: list[Traceback]) -> bool:
@@ -208,16 +300,6 @@ def _from_marker(hit: MarkerHit, source: str | None) -> Failure:
                    exception_line=no, end_line=no, first_rank=hit.line.rank,
                    fingerprint=fingerprint(hit.exception, hit.message, []),
                    raw=[Evidence(line=no, text=hit.line.text)], source=source)
-
-
-def _recent_cxx(failures: list[Failure], hit: MarkerHit) -> Failure | None:
-    if hit.marker.kind != "cxx":
-        return None
-    for f in reversed(failures):
-        if f.kind == "cxx" and 0 <= hit.line.no - (f.end_line or f.line) <= 5 and f.first_rank == hit.line.rank:
-            f.end_line = hit.line.no
-            return f
-    return None
 
 
 def _fold_consequences(failures: list[Failure]) -> None:

@@ -99,6 +99,7 @@ class _Assembler:
         self.open: dict[str, Stream] = {}
         self.done: list[Stream] = []
         self.last: Stream | None = None
+        self.longest: Stream | None = None  # the stream that got furthest: the others' expected next lines
 
     def _close(self, s: Stream) -> None:
         if s.state != "closed":
@@ -130,15 +131,14 @@ class _Assembler:
     def _open_headless(self, ln: LogLine) -> None:
         s = Stream(_stream_key(ln), ln.rank, ln.no)
         s.lines.append(ln)
+        self._grew(s)
         self.open[s.key] = s
         self.last = s
 
-    def _consensus(self) -> list[str]:
-        longest: Stream | None = None
-        for s in list(self.open.values()) + self.done:
-            if longest is None or len(s.lines) > len(longest.lines):
-                longest = s
-        return [x.message for x in longest.lines] if longest else []
+    def _grew(self, s: Stream) -> None:
+        """Keep the longest stream known without looking at them all: streams only grow."""
+        if self.longest is None or len(s.lines) > len(self.longest.lines):
+            self.longest = s
 
     def feed(self, ln: LogLine) -> None:
         msg = ln.message
@@ -149,6 +149,7 @@ class _Assembler:
                     s = self._choose(chained, msg) or chained[0]
                     s.state, s.blank_after_exc = "body", False
                     s.lines.append(ln)
+                    self._grew(s)
                     self.last = s
                     return
             key = _stream_key(ln)
@@ -161,6 +162,7 @@ class _Assembler:
                 self.open[key] = cur
             cur.state, cur.blank_after_exc = "body", False
             cur.lines.append(ln)
+            self._grew(cur)
             self.last = cur
             return
         # a writer that repeats its prefix on every line: its key says whose line it is
@@ -169,6 +171,7 @@ class _Assembler:
             s = self.open[writer]
             if _is_tb_text(msg) and self._advance_state(s, msg):
                 s.lines.append(ln)
+                self._grew(s)
                 self.last = s
             elif s.state == "exc":
                 self._close(s)
@@ -199,6 +202,7 @@ class _Assembler:
             return
         if self._advance_state(chosen, msg):
             chosen.lines.append(ln)
+            self._grew(chosen)
             self.last = chosen
         else:
             self._close(chosen)
@@ -206,11 +210,11 @@ class _Assembler:
     def _choose(self, candidates: list[Stream], msg: str) -> Stream | None:
         if len(candidates) == 1:
             return candidates[0]
-        cons = self._consensus()
+        cons = self.longest.lines if self.longest is not None else []
 
         def expected(s: Stream) -> str | None:
             n = len(s.lines)
-            return cons[n] if n < len(cons) else None
+            return cons[n].message if n < len(cons) else None
 
         last = self.last if self.last in candidates else None
         if last is not None and expected(last) == msg:

@@ -1,0 +1,130 @@
+"""How large a catalogue pattern becomes once compiled, estimated from its source alone.
+
+The `regex` engine unrolls counted repeats when it compiles: `x{1000000}` costs about 280 MB,
+and nesting multiplies (`((((a{100}){100}){100}){100})` asked for 23 GB before the OOM killer).
+The estimate below multiplies the counts of nested repeats over the size of what they repeat,
+so such a pattern is refused before `regex.compile` ever sees it. It is deliberately rough
+(every literal, class or escape is one unit; alternatives add up) and errs on the large side.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Compiled patterns of the built-in catalogue stay below a few hundred units; 100,000 units
+# compile in about 40 MB and 0.1 s, so the limit costs nobody a real pattern.
+MAX_UNITS = 100_000
+
+_COUNTED = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
+_BRACED_ESCAPES = frozenset("pPNxgkuUo")
+
+
+class PatternTooLarge(ValueError):
+    """A pattern whose compiled form would be too large to build."""
+
+
+def _class_end(p: str, i: int) -> int:
+    """Index just past the character class opening at p[i] == '['."""
+    j = i + 1
+    if j < len(p) and p[j] == "^":
+        j += 1
+    if j < len(p) and p[j] == "]":
+        j += 1  # a leading ']' is a literal
+    while j < len(p):
+        c = p[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[" and p.startswith(("[:", "[=", "[."), j):
+            close = p.find(p[j + 1] + "]", j + 2)
+            j = close + 2 if close >= 0 else j + 1
+            continue
+        if c == "[":  # a nested set (regex's V1 syntax): its own end
+            j = _class_end(p, j)
+            continue
+        if c == "]":
+            return j + 1
+        j += 1
+    return len(p)
+
+
+def _escape_end(p: str, i: int) -> int:
+    """Index just past the escape starting at p[i] == '\\'."""
+    j = i + 2
+    if i + 1 < len(p) and p[i + 1] in _BRACED_ESCAPES and j < len(p) and p[j] in "{<":
+        close = p.find("}" if p[j] == "{" else ">", j)
+        return close + 1 if close >= 0 else len(p)
+    return j
+
+
+def expanded_units(p: str, cap: int = MAX_UNITS) -> int:
+    """Estimated compiled size of pattern `p`; stops counting once it passes `cap`."""
+    # each frame: [units of finished alternatives, units of the current one, units of its last atom]
+    stack: list[list[int]] = [[0, 0, 0]]
+    i, n = 0, len(p)
+    while i < n:
+        c = p[i]
+        top = stack[-1]
+        if c == "\\":
+            i = _escape_end(p, i)
+            top[1] += 1
+            top[2] = 1
+            continue
+        if c == "[":
+            i = _class_end(p, i)
+            top[1] += 1
+            top[2] = 1
+            continue
+        if c == "(":
+            if p.startswith("(?#", i):
+                close = p.find(")", i)
+                i = close + 1 if close >= 0 else n
+                continue
+            stack.append([0, 0, 0])
+            i += 1
+            continue
+        if c == ")" and len(stack) > 1:
+            done = stack.pop()
+            size = max(1, done[0] + done[1])
+            top = stack[-1]
+            top[1] += size
+            top[2] = size
+            i += 1
+            continue
+        if c == "|":
+            top[0] += top[1]
+            top[1] = top[2] = 0
+            i += 1
+            continue
+        if c == "{":
+            m = _COUNTED.match(p, i)
+            if m and (m.group(1) or m.group(3)):
+                low = int(m.group(1) or 0)
+                high = int(m.group(3)) if m.group(3) else (low if not m.group(2) else 0)
+                times = max(low, high, 1)
+                grown = top[2] * times
+                top[1] += grown - top[2]
+                top[2] = grown
+                i = m.end()
+                if i < n and p[i] in "?+":
+                    i += 1  # lazy or possessive
+                if sum(f[0] + f[1] for f in stack) > cap:
+                    return sum(f[0] + f[1] for f in stack)
+                continue
+        if c in "*+?":
+            i += 1
+            if i < n and p[i] in "?+":
+                i += 1
+            continue
+        top[1] += 1
+        top[2] = 1
+        i += 1
+    return sum(f[0] + f[1] for f in stack)
+
+
+def check_expansion(p: str, limit: int = MAX_UNITS) -> None:
+    """Raise PatternTooLarge when `p` would compile to more than `limit` units."""
+    units = expanded_units(p, limit)
+    if units > limit:
+        raise PatternTooLarge(f"pattern expands to more than {limit:,} units when compiled "
+                              "(nested or very large counted repeats such as (a{100}){100}); write it without them")

@@ -1,0 +1,77 @@
+"""Write a report to `-o FILE` without ever harming another file.
+
+- An input is never overwritten: the output is refused when it is one of the inputs by path
+  (relative or absolute, through symlinks) or by identity (a hard link to it).
+- A regular file (or a new one) is replaced atomically: the text goes to a temporary file
+  created exclusively (O_EXCL, mode 0600, a random name) in the target directory, so a symlink
+  planted at a predictable temporary name is never followed, then is renamed over the target.
+  A symlink given as the output is replaced by the report, its target is left alone.
+- Anything else that exists (/dev/null, /dev/stdout, a FIFO, a terminal) is written to as a
+  stream: renaming a file over /dev/null would replace the device node itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from triage.core.errors import TriageError
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def refuse_inputs(output: Path, inputs: list[str]) -> None:
+    out = output.resolve()
+    try:
+        out_st: os.stat_result | None = os.stat(out)
+    except OSError:
+        out_st = None
+    for i in inputs:
+        if i == "-" or not Path(i).exists():
+            continue
+        same_path = Path(i).resolve() == out
+        same_file = out_st is not None and stat.S_ISREG(out_st.st_mode) and _same(os.stat(i), out_st)
+        if same_path or same_file:
+            raise TriageError(f"--output {output} is one of the inputs; refusing to overwrite it")
+
+
+def write_output(text: str, output: Path, inputs: list[str]) -> None:
+    refuse_inputs(output, inputs)
+    data = text.encode("utf-8")
+    try:
+        st = os.stat(output)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise TriageError(f"{output}: cannot write ({e.strerror or e})") from None
+    try:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            if stat.S_ISDIR(st.st_mode):
+                raise TriageError(f"{output}: is a directory")
+            with open(output, "wb") as fh:  # a device or a FIFO: a stream, not a file to replace
+                fh.write(data)
+            return
+        _replace(data, output)
+    except OSError as e:
+        raise TriageError(f"{output}: cannot write ({e.strerror or e})") from None
+
+
+def _replace(data: bytes, output: Path) -> None:
+    target = Path(os.path.abspath(output))  # the name itself: a symlink there is replaced, not followed
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".triage-tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(fh.fileno(), 0o666 & ~umask)  # what open() would have given a new file
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
