@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from triage.core.lazyre import lazy_regex
 from triage.core.vocabulary import FAILURE_HINTS
 from triage.pipeline.parse.lines import LogLine
-from triage.pipeline.parse.markers import BENIGN, MARKERS
+from triage.pipeline.parse.markers import BENIGN, MARKERS, applies
 from triage.pipeline.parse.timeline import (
     CUDA_GRAPHS,
     KV_CACHE,
@@ -95,7 +95,9 @@ def failure_marker(ln: LogLine) -> bool:
         return False
     if any(h in ln.text for h in _HINTS):
         return True
-    return any(mk.rx.search(ln.message) for mk in MARKERS)
+    # the same prefilter and level rules as the analyze path (markers.applies): the patterns
+    # never run on an ordinary decode line, and both paths agree on what a marker is
+    return any(applies(mk, ln) and mk.rx.search(ln.message) for mk in MARKERS)
 
 
 class PhaseTracker:

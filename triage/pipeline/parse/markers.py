@@ -54,6 +54,18 @@ ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "E", "F"})
 
 LEADING_EXC = lazy(r"^\s*(?P<type>" + EXC_NAME + r")[:(]")
 
+def applies(mk: Marker, ln: LogLine) -> bool:
+    """May this marker's pattern run on this line? Its literals first (the cheap prefilter that
+    keeps the patterns off ordinary lines), then the level it needs."""
+    if mk.needs and not any(k in ln.message for k in mk.needs):
+        return False
+    level = ln.level.upper() if ln.level is not None else None
+    if mk.error_level and level is not None and level not in ERROR_LEVELS:
+        return False
+    # the catch-all needs the writer to have said ERROR
+    return not ((mk.weak or mk.needs_level) and (level is None or level not in ERROR_LEVELS))
+
+
 MARKERS: list[Marker] = [
     _m("nccl", "NCCL watchdog timeout", r"Watchdog caught collective operation timeout: (?P<msg>.+)", needs=('Watchdog caught',)),
     _m("nccl", "NCCL error", r"NCCL WARN (?P<msg>.+)", needs=('NCCL WARN',)),
@@ -126,12 +138,8 @@ def find_markers(lines: list[LogLine], inside: list[tuple[int, int]] | None = No
         if BENIGN.search(ln.text) and not LEADING_EXC.match(msg):
             continue  # a benign warning's words; an exception that says the same is still a failure
         for mk in MARKERS:
-            if mk.needs and not any(k in msg for k in mk.needs):
+            if not applies(mk, ln):
                 continue
-            if mk.error_level and ln.level is not None and ln.level.upper() not in ERROR_LEVELS:
-                continue
-            if (mk.weak or mk.needs_level) and (ln.level is None or ln.level.upper() not in ERROR_LEVELS):
-                continue  # the catch-all needs the writer to have said ERROR
             m = mk.rx.search(msg)
             if m:
                 gd = m.groupdict()
