@@ -435,33 +435,7 @@ def test_output_into_a_missing_directory(tmp_path):
 
 # -- bounded work: a catastrophic user pattern -------------------------------------------------
 
-SIG = """\
-id: my-frobnicator-exploded
-title: The frobnicator exploded
-engine: any
-layer: test
-severity: crash
-confidence: 0.9
-keywords: ["frobnicator exploded"]
-patterns:
-  - '{pattern}'
-explanation: |
-  The frobnicator exploded while serving; this is a test entry for hostile catalogues.
-workarounds: [my-restart-frobnicator]
-references: ["https://github.com/example/example/issues/1"]
-examples:
-  match: ["RuntimeError: frobnicator exploded {example}"]
-  no_match: ["frobnicator exploded? no"]
-open_issue: https://github.com/example/example/issues/1
-"""
-WK = """\
-id: my-restart-frobnicator
-engine: any
-title: Restart the frobnicator
-action: restart the frobnicator
-cost: A few seconds of downtime while it restarts.
-auto: false
-"""
+from hostile_catalogue import SIG, WK  # noqa: E402
 
 
 def make_catalogue(root: Path, sig: str | None = None, wk: str | None = WK, name: str = "cat") -> Path:

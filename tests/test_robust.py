@@ -137,33 +137,7 @@ def test_utf8_with_nul_bytes_is_not_taken_for_utf16():
 
 # -- hostile catalogue files ----------------------------------------------------------------------
 
-SIG = """\
-id: my-frobnicator-exploded
-title: The frobnicator exploded
-engine: any
-layer: test
-severity: crash
-confidence: 0.9
-keywords: ["frobnicator exploded"]
-patterns:
-  - '{pattern}'
-explanation: |
-  The frobnicator exploded while serving; this is a test entry for hostile catalogues.
-workarounds: [my-restart-frobnicator]
-references: ["https://github.com/example/example/issues/1"]
-examples:
-  match: ["RuntimeError: frobnicator exploded at step 3"]
-  no_match: ["frobnicator exploded? no"]
-open_issue: https://github.com/example/example/issues/1
-"""
-WK = """\
-id: my-restart-frobnicator
-engine: any
-title: Restart the frobnicator
-action: restart the frobnicator
-cost: A few seconds of downtime while it restarts.
-auto: false
-"""
+from hostile_catalogue import SIG, WK  # noqa: E402
 
 
 def make_cat(root: Path) -> tuple[Path, Path]:
@@ -210,7 +184,7 @@ def test_pattern_that_expands_is_refused_without_exhausting_memory(tmp_path, log
     """Compiling ((((a{100}){100}){100}){100}) took 23.6 GB: it must be refused before
     compiling, in a process capped at 2 GB of address space."""
     cat, sig = make_cat(tmp_path)
-    sig.write_text(SIG.format(pattern=pattern))
+    sig.write_text(SIG.format(pattern=pattern, example="at step 3"))
     both_refuse(cat, log, "expands to more than", "frob.yaml:9:", limit_as=2 << 30)
 
 
