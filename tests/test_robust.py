@@ -655,6 +655,40 @@ def test_edited_cache_is_a_miss_not_a_crash(tmp_path, log, edit):
     assert first_exception(p) == "ZeroDivisionError"
 
 
+def test_every_catalogue_change_misses_the_cache(tmp_path):
+    """The cache key covers each YAML file the loader reads (nested, dot-named, through a
+    symlink) by its size and mtime, and not a file the loader skips (under a dot-directory)."""
+    from triage.catalogue.cache import cache_path
+
+    root = tmp_path / "cat"
+    (root / "signatures" / "sub").mkdir(parents=True)
+    (root / "signatures" / ".hidden").mkdir()
+    entry = root / "signatures" / "sub" / "a.yaml"
+    entry.write_text("id: a\n")
+    target = tmp_path / "elsewhere.yaml"
+    target.write_text("id: b\n")
+    (root / "signatures" / "link.yaml").symlink_to(target)
+    keys = [cache_path([root])]
+
+    def changed() -> bool:
+        keys.append(cache_path([root]))
+        return keys[-1] != keys[-2]
+
+    (root / "signatures" / ".hidden" / "x.yaml").write_text("id: x\n")
+    assert not changed()  # the loader never reads a dot-directory
+    (root / "signatures" / ".dot.yaml").write_text("id: d\n")
+    assert changed()
+    entry.write_text("id: a2\n")
+    assert changed()  # size
+    os.utime(entry, ns=(1, 1))
+    assert changed()  # mtime
+    target.write_text("id: b, longer\n")
+    assert changed()  # through the symlink
+    (root / "signatures" / "sub" / "new.yml").write_text("id: n\n")
+    assert changed()
+    assert cache_path([root]) != cache_path([root, tmp_path / "other"])  # another set of roots
+
+
 def test_cache_is_pruned(tmp_path, log):
     from triage.catalogue.cache import KEEP
 

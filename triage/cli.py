@@ -8,8 +8,8 @@ Exit codes: 0 no failure found, 1 a failure was found (or `catalogue check` foun
 problem), 2 usage or input error, 3 `watch` timed out. `--exit-zero` turns 1 (and 3) into 0.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: typer would have to evaluate every option's
+# annotation from its string (a compile and an eval each), 8 ms of a 10 KB log's run.
 import contextlib
 import os
 import sys

@@ -16,7 +16,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from triage.core.models import Report
@@ -35,24 +35,25 @@ _MIXED = re.compile(r"(?=[^\n]{0,300}?[A-Za-z])(?=[^\n]{0,300}?[0-9])")
 _CONTINUATION = r"[ \t]*\r?\n(?P<gap>[ \t]*(?:\S{1,64} std(?:out|err) [PF] )?)"
 
 
-@lru_cache(maxsize=1)
-def _compiled() -> list[tuple[SecretRule, re.Pattern[str]]]:
-    return [(r, re.compile(r.regex)) for r in RULES]
+# A rule's pattern is compiled the first time its keyword is seen (gitleaks' order: keyword
+# first, regex second): a small report holds the keywords of a handful of the rules, and
+# compiling all of them was a fifth of a 10 KB log's run.
+@cache
+def _pattern(rule: SecretRule) -> re.Pattern[str]:
+    return re.compile(rule.regex)
 
 
-@lru_cache(maxsize=1)
-def _wraps() -> list[tuple[SecretRule, re.Pattern[str]]]:
-    """For each rule with a known token length: its first part ending a line, the rest starting the next."""
-    out = []
-    for r in RULES:
-        if r.wrap is None:
-            continue
-        w = r.wrap
-        longest = 2 * max(w.lengths)  # room for a made-up or changed length (see _unwrap_mask)
-        rx = (rf"(?P<p>{w.prefix})(?P<a>{w.chars}{{0,{longest - 1}}}){_CONTINUATION}"
-              rf"(?P<b>{w.chars}{{1,{longest}}})(?!{w.chars})")
-        out.append((r, re.compile(rx)))
-    return out
+@cache
+def _wrap_pattern(rule: SecretRule) -> re.Pattern[str]:
+    """A token of known length hard-wrapped: its first part ending a line, the rest starting the next."""
+    assert rule.wrap is not None
+    w = rule.wrap
+    longest = 2 * max(w.lengths)  # room for a made-up or changed length (see _unwrap_mask)
+    return re.compile(rf"(?P<p>{w.prefix})(?P<a>{w.chars}{{0,{longest - 1}}}){_CONTINUATION}"
+                      rf"(?P<b>{w.chars}{{1,{longest}}})(?!{w.chars})")
+
+
+_WRAPPED = tuple(r for r in RULES if r.wrap is not None)
 
 
 def entropy(text: str) -> float:
@@ -111,12 +112,12 @@ def redact_text(text: str, ips: bool = False) -> str:
         return text
     low = text.lower()
     if "\n" in text:
-        for rule, rx in _wraps():
+        for rule in _WRAPPED:
             if _applies(rule, low):
-                text = rx.sub(_unwrap_mask(rule), text)
-    for rule, rx in _compiled():
+                text = _wrap_pattern(rule).sub(_unwrap_mask(rule), text)
+    for rule in RULES:
         if _applies(rule, low):
-            text = rx.sub(_masker(rule), text)
+            text = _pattern(rule).sub(_masker(rule), text)
     if ips:
         text = _IPV4.sub("[IP]", text)
         text = _IPV6.sub("[IP]", text)
