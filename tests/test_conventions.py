@@ -102,6 +102,7 @@ def test_every_command_has_h_and_no_python_types_in_help() -> None:
         code, out, err = cli(*path, "-h")
         assert code == 0 and out.startswith("Usage: triage"), (path, err)
         assert not re.search(r"<(list\[|str>|int>|float>|path>|bool>)", out), (path, out)
+        assert "{" not in out.splitlines()[0], (path, out.splitlines()[0])  # `LOG...`, not typer's `{LOG}...`
         seen += 1
     assert seen >= 10
     assert "--install-completion" in cli("-h")[1]  # shell completion is on
@@ -226,6 +227,32 @@ def test_terminal_gets_rendered_markdown_without_entities() -> None:
     piped = subprocess.run([sys.executable, "-m", "triage", "show", "system-oom-killer"], capture_output=True,
                            text=True, timeout=120)
     assert "\\<pid>" in piped.stdout and "\x1b[" not in piped.stdout  # piped: plain Markdown
+
+
+def test_log_text_cannot_turn_into_emphasis(tmp_path: Path) -> None:
+    """A message such as `__init__` or `*docs*` is shown as written, not as bold or italics."""
+    from markdown_it import MarkdownIt
+
+    log = tmp_path / "init.log"
+    log.write_text("[2025-01-01 00:00:02 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                   '  File "/sgl/sglang/srt/managers/scheduler.py", line 10, in run_scheduler_process\n'
+                   "    scheduler.event_loop()\n"
+                   "TypeError: __init__() got <class 'int'>, see *docs* and _private_ (max_model_len)\n")
+    md = cli("analyze", log)[1]
+    assert "max_model_len" in md  # an underscore inside a word needs no escape
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    verdict = next(ln for ln in html.splitlines() if "Verdict:" in ln)
+    assert "__init__()" in verdict and "*docs*" in verdict and "_private_" in verdict, verdict
+    assert "<em>" not in verdict and verdict.count("<strong>") == 1, verdict  # only the "Verdict:" label
+    shown = tty("analyze", str(log))
+    assert "__init__() got <class 'int'>, see *docs* and _private_" in shown
+
+
+def test_terminal_keeps_a_patched_command_on_one_line() -> None:
+    """rich wraps code blocks at the terminal's width; the command to copy must stay one line."""
+    shown = tty("analyze", str(COMPILE), env={"COLUMNS": "60"})
+    command = next(ln for ln in shown.splitlines() if "sglang.launch_server" in ln)
+    assert "--tp 2 --mem-fraction-static 0.8 --quantization gptq_marlin" in command, shown
 
 
 def test_run_of_a_server_that_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

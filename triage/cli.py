@@ -34,6 +34,17 @@ class _Command(TyperCommand):
             if isinstance(p, TyperArgument):
                 p.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
 
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:  # noqa: ANN401 - a click Context
+        """The usage line in click's and POSIX's spelling, `LOG...` and `[DIR]`, whatever the
+        typer version (0.2x writes a required argument as `{LOG}`, which reads as a choice)."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for p in self.get_params(ctx):
+            if isinstance(p, TyperArgument):
+                name = p.metavar or (p.name or "").upper()
+                name = name if p.required else f"[{name}]"
+                pieces.append(name + ("..." if p.nargs != 1 else ""))
+        return pieces
+
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
                   help="Crash triage and workaround recommendations for LLM inference server logs.")
