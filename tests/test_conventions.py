@@ -108,6 +108,22 @@ def test_every_command_has_h_and_no_python_types_in_help() -> None:
     assert "--install-completion" in cli("-h")[1]  # shell completion is on
 
 
+def test_shell_completion_completes_commands_and_options() -> None:
+    """What the installed completion script asks triage (bash's protocol, as typer wires it)."""
+    def complete(words: str) -> list[str]:
+        env = {**os.environ, "_TRIAGE_COMPLETE": "complete_bash", "COMP_WORDS": words,
+               "COMP_CWORD": str(len(words.split()) - 1)}
+        p = subprocess.run([sys.executable, "-m", "triage"], capture_output=True, text=True, env=env, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.split()
+
+    assert complete("triage ana") == ["analyze"]
+    assert complete("triage analyze --engine-v") == ["--engine-version"]
+    assert "backtest" in complete("triage catalogue b")
+    code, out, _ = cli("--show-completion", "bash")
+    assert code == 0 and "_TRIAGE_COMPLETE" in out
+
+
 def test_format_accepts_markdown_md_and_json() -> None:
     md = cli("analyze", NSA, "--format", "md")
     assert md[0] == 1 and md[1].startswith("# Triage:")
@@ -283,13 +299,55 @@ def test_options_are_validated() -> None:
     assert "vllm serve foo" not in out
 
 
-def test_no_strptime_deprecation_for_dates_without_a_year() -> None:
+def test_no_strptime_deprecation_for_dates_without_a_year(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime
+
+    from triage.pipeline.parse import timeline
     from triage.pipeline.parse.timeline import seconds_between
 
+    # Python before 3.13 never warns, so the formats are checked too: a day needs a year
+    formats: list[str] = []
+
+    class Spy(datetime):
+        @classmethod
+        def strptime(cls, text: str, fmt: str) -> datetime:  # type: ignore[override]
+            formats.append(fmt)
+            return datetime.strptime(text, fmt)
+
+    monkeypatch.setattr(timeline, "datetime", Spy)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         assert cli("analyze", VLLM)[0] == 1
         assert seconds_between("02-28 23:59:59", "02-29 00:00:09") == 10.0
+    assert any("%d" in f for f in formats) and all("%Y" in f for f in formats if "%d" in f), formats
+
+
+def test_redaction_of_each_kind_the_issue_named(tmp_path: Path) -> None:
+    """NGC (bare and in `export NGC_KEY=`), Groq, Replicate, Databricks, Stripe, a Slack webhook
+    and an Azure AccountKey, in the launch line and the exception message, through analyze."""
+    body = "AbCdEfGhJkLmNpQrStUvWxYz23456789"
+    secrets = ["nvapi-" + body * 2, "nvapi-" + body[::-1] * 2, "gsk_" + body + "WGdyb3FY" + body[:20], "r8_" + body + "1234567",
+               "dapi" + "0123456789abcdef" * 2, "sk_live_" + body[:24],
+               "hooks.slack.com/services/T0" + "1234567/B0" + "1234567/" + body[:24],
+               "AccountKey=" + body * 2 + "AbCdEfGhJk==;"]
+    lines = [f"export NGC_KEY={secrets[0]}", f"[2025-01-01 00:00:00] ngc {secrets[1]} groq {secrets[2]} replicate {secrets[3]}",
+             f"databricks {secrets[4]} stripe {secrets[5]} alerts https://{secrets[6]}",
+             f"DefaultEndpointsProtocol=https;AccountName=acme;{secrets[7]}EndpointSuffix=core.windows.net",
+             "[2025-01-01 00:00:02 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/sgl/sglang/srt/managers/scheduler.py", line 10, in run_scheduler_process',
+             "    scheduler.event_loop()", "RuntimeError: rejected " + " ".join(secrets)]
+    log = tmp_path / "keys.log"
+    log.write_text("\n".join(lines) + "\n")
+
+    def hidden(s: str) -> str:  # what must go: the token, not its label
+        return s.split("=", 1)[1].rstrip(";") if s.startswith("AccountKey=") else s.split("/", 2)[-1]
+
+    for fmt in ("md", "json"):
+        code, out, _ = cli("analyze", log, "-f", fmt)
+        assert code == 1 and "RuntimeError" in out
+        assert [hidden(s)[:12] for s in secrets if hidden(s) in out] == [], fmt
+        kept = cli("analyze", log, "-f", fmt, "--no-redact")[1]
+        assert all(hidden(s) in kept for s in secrets)  # the report does carry them when asked to
 
 
 # --- configuration --------------------------------------------------------------------------
@@ -326,6 +384,17 @@ def test_configuration_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.M
     assert code == 2 and str(tmp_path / "extra") in err  # relative to the file
     (tmp_path / "triage.toml").write_text("jobs = \n")
     assert cli("analyze", NSA)[0] == 2
+    # a value the option would refuse names the file or variable it came from, not the option
+    for text, says in (('format = "xml"\n', "triage.toml: format = 'xml': expected markdown"),
+                       ("jobs = -1\n", "triage.toml: jobs = -1: expected 0")):
+        (tmp_path / "triage.toml").write_text(text)
+        code, _, err = cli("analyze", NSA)
+        assert code == 2 and says in err and "--" not in err, err
+    for name, value in (("TRIAGE_FORMAT", "xml"), ("TRIAGE_JOBS", "-1")):
+        monkeypatch.setenv(name, value)
+        code, _, err = cli("--isolated", "analyze", NSA)
+        assert code == 2 and err.startswith(f"triage: error: {name}={value}: expected") and "--" not in err, err
+        monkeypatch.delenv(name)
     monkeypatch.setenv("TRIAGE_REDACT_IPS", "maybe")
     assert cli("--isolated", "analyze", NSA)[0] == 2
 

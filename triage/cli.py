@@ -511,6 +511,10 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
     except KeyboardInterrupt:
         sys.stderr.write("triage: interrupted\n")
         code = 130
+    except SystemExit as e:  # typer's completion options exit from inside; return their code too
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else EXIT_USAGE
+        if isinstance(e.code, str):
+            current().error(e.code)
     except BrokenPipeError:
         code = 0
     except Exception as e:  # noqa: BLE001 - the promise is: never a traceback at 3 a.m.
