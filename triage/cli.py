@@ -500,6 +500,7 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
         code = 130
     except usage as e:
         msg = e.format_message() if hasattr(e, "format_message") else str(e)
+        msg = msg.replace(": Value error, ", ": ")  # newer typer passes pydantic's wording through
         if type(e).__name__ == "NoArgsIsHelpError":  # bare `triage`: the help, not an error line
             sys.stderr.write(msg.rstrip() + "\n")
         else:
