@@ -198,6 +198,32 @@ def test_schemas_are_generated_and_current() -> None:
     assert cli("schema", "nope")[0] == 2
 
 
+def test_published_schemas_accept_the_catalogue_and_the_reports_and_flag_typos() -> None:
+    """What an editor does with docs/schemas/: every built-in entry validates, a misspelt key
+    does not; the JSON that analyze prints validates against the report schema."""
+    jsonschema = pytest.importorskip("jsonschema")  # installed with ray (the test extra)
+    import yaml
+
+    def validator(name: str):  # noqa: ANN202
+        schema = json.loads(cli("schema", name)[1])
+        return jsonschema.validators.validator_for(schema)(schema)
+
+    for kind, top in (("signature", ROOT / "signatures"), ("workaround", ROOT / "workarounds")):
+        own, either = validator(kind), validator("catalogue")
+        files = sorted(top.rglob("*.yaml"))
+        assert len(files) > 100
+        for f in files:
+            entry = yaml.safe_load(f.read_text(encoding="utf-8"))
+            assert not list(own.iter_errors(entry)) and not list(either.iter_errors(entry)), f
+        typo = {("keyword" if k == "keywords" else "titel" if k == "title" else k): v for k, v in entry.items()}
+        assert list(own.iter_errors(typo)), kind
+    report = validator("report")
+    for logs in ([NSA], sorted(EXAMPLES.glob("*.log"))):
+        doc = json.loads(cli("analyze", *logs, "-f", "json")[1])
+        assert not list(report.iter_errors(doc))
+        assert list(report.iter_errors({**doc, "reports": "none"}))
+
+
 def test_cli_reference_is_current() -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
