@@ -102,9 +102,26 @@ def test_every_command_has_h_and_no_python_types_in_help() -> None:
         code, out, err = cli(*path, "-h")
         assert code == 0 and out.startswith("Usage: triage"), (path, err)
         assert not re.search(r"<(list\[|str>|int>|float>|path>|bool>)", out), (path, out)
+        assert "{" not in out.splitlines()[0], (path, out.splitlines()[0])  # `LOG...`, not typer's `{LOG}...`
         seen += 1
     assert seen >= 10
     assert "--install-completion" in cli("-h")[1]  # shell completion is on
+
+
+def test_shell_completion_completes_commands_and_options() -> None:
+    """What the installed completion script asks triage (bash's protocol, as typer wires it)."""
+    def complete(words: str) -> list[str]:
+        env = {**os.environ, "_TRIAGE_COMPLETE": "complete_bash", "COMP_WORDS": words,
+               "COMP_CWORD": str(len(words.split()) - 1)}
+        p = subprocess.run([sys.executable, "-m", "triage"], capture_output=True, text=True, env=env, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.split()
+
+    assert complete("triage ana") == ["analyze"]
+    assert complete("triage analyze --engine-v") == ["--engine-version"]
+    assert "backtest" in complete("triage catalogue b")
+    code, out, _ = cli("--show-completion", "bash")
+    assert code == 0 and "_TRIAGE_COMPLETE" in out
 
 
 def test_format_accepts_markdown_md_and_json() -> None:
@@ -113,7 +130,7 @@ def test_format_accepts_markdown_md_and_json() -> None:
     assert cli("analyze", NSA, "--format", "markdown")[1] == md[1]
     assert json.loads(cli("analyze", NSA, "-f", "json")[1])["exit_code"] == 1
     code, _, err = cli("analyze", NSA, "-f", "xml")
-    assert code == 2 and err.startswith("triage: error:")
+    assert code == 2 and err.startswith("triage: error:") and "'xml'" in err and "Value error" not in err
 
 
 def test_output_file_on_every_report_writing_command(tmp_path: Path) -> None:
@@ -181,6 +198,32 @@ def test_schemas_are_generated_and_current() -> None:
     assert cli("schema", "nope")[0] == 2
 
 
+def test_published_schemas_accept_the_catalogue_and_the_reports_and_flag_typos() -> None:
+    """What an editor does with docs/schemas/: every built-in entry validates, a misspelt key
+    does not; the JSON that analyze prints validates against the report schema."""
+    jsonschema = pytest.importorskip("jsonschema")  # installed with ray (the test extra)
+    import yaml
+
+    def validator(name: str):  # noqa: ANN202
+        schema = json.loads(cli("schema", name)[1])
+        return jsonschema.validators.validator_for(schema)(schema)
+
+    for kind, top in (("signature", ROOT / "signatures"), ("workaround", ROOT / "workarounds")):
+        own, either = validator(kind), validator("catalogue")
+        files = sorted(top.rglob("*.yaml"))
+        assert len(files) > 100
+        for f in files:
+            entry = yaml.safe_load(f.read_text(encoding="utf-8"))
+            assert not list(own.iter_errors(entry)) and not list(either.iter_errors(entry)), f
+        typo = {("keyword" if k == "keywords" else "titel" if k == "title" else k): v for k, v in entry.items()}
+        assert list(own.iter_errors(typo)), kind
+    report = validator("report")
+    for logs in ([NSA], sorted(EXAMPLES.glob("*.log"))):
+        doc = json.loads(cli("analyze", *logs, "-f", "json")[1])
+        assert not list(report.iter_errors(doc))
+        assert list(report.iter_errors({**doc, "reports": "none"}))
+
+
 def test_cli_reference_is_current() -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -228,6 +271,32 @@ def test_terminal_gets_rendered_markdown_without_entities() -> None:
     assert "\\<pid>" in piped.stdout and "\x1b[" not in piped.stdout  # piped: plain Markdown
 
 
+def test_log_text_cannot_turn_into_emphasis(tmp_path: Path) -> None:
+    """A message such as `__init__` or `*docs*` is shown as written, not as bold or italics."""
+    from markdown_it import MarkdownIt
+
+    log = tmp_path / "init.log"
+    log.write_text("[2025-01-01 00:00:02 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                   '  File "/sgl/sglang/srt/managers/scheduler.py", line 10, in run_scheduler_process\n'
+                   "    scheduler.event_loop()\n"
+                   "TypeError: __init__() got <class 'int'>, see *docs* and _private_ (max_model_len)\n")
+    md = cli("analyze", log)[1]
+    assert "max_model_len" in md  # an underscore inside a word needs no escape
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    verdict = next(ln for ln in html.splitlines() if "Verdict:" in ln)
+    assert "__init__()" in verdict and "*docs*" in verdict and "_private_" in verdict, verdict
+    assert "<em>" not in verdict and verdict.count("<strong>") == 1, verdict  # only the "Verdict:" label
+    shown = tty("analyze", str(log))
+    assert "__init__() got <class 'int'>, see *docs* and _private_" in shown
+
+
+def test_terminal_keeps_a_patched_command_on_one_line() -> None:
+    """rich wraps code blocks at the terminal's width; the command to copy must stay one line."""
+    shown = tty("analyze", str(COMPILE), env={"COLUMNS": "60"})
+    command = next(ln for ln in shown.splitlines() if "sglang.launch_server" in ln)
+    assert "--tp 2 --mem-fraction-static 0.8 --quantization gptq_marlin" in command, shown
+
+
 def test_run_of_a_server_that_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     code, out, _ = cli("run", "-t", "10", "--", "false")
@@ -256,13 +325,55 @@ def test_options_are_validated() -> None:
     assert "vllm serve foo" not in out
 
 
-def test_no_strptime_deprecation_for_dates_without_a_year() -> None:
+def test_no_strptime_deprecation_for_dates_without_a_year(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime
+
+    from triage.pipeline.parse import timeline
     from triage.pipeline.parse.timeline import seconds_between
 
+    # Python before 3.13 never warns, so the formats are checked too: a day needs a year
+    formats: list[str] = []
+
+    class Spy(datetime):
+        @classmethod
+        def strptime(cls, text: str, fmt: str) -> datetime:  # type: ignore[override]
+            formats.append(fmt)
+            return datetime.strptime(text, fmt)
+
+    monkeypatch.setattr(timeline, "datetime", Spy)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         assert cli("analyze", VLLM)[0] == 1
         assert seconds_between("02-28 23:59:59", "02-29 00:00:09") == 10.0
+    assert any("%d" in f for f in formats) and all("%Y" in f for f in formats if "%d" in f), formats
+
+
+def test_redaction_of_each_kind_the_issue_named(tmp_path: Path) -> None:
+    """NGC (bare and in `export NGC_KEY=`), Groq, Replicate, Databricks, Stripe, a Slack webhook
+    and an Azure AccountKey, in the launch line and the exception message, through analyze."""
+    body = "AbCdEfGhJkLmNpQrStUvWxYz23456789"
+    secrets = ["nvapi-" + body * 2, "nvapi-" + body[::-1] * 2, "gsk_" + body + "WGdyb3FY" + body[:20], "r8_" + body + "1234567",
+               "dapi" + "0123456789abcdef" * 2, "sk_live_" + body[:24],
+               "hooks.slack.com/services/T0" + "1234567/B0" + "1234567/" + body[:24],
+               "AccountKey=" + body * 2 + "AbCdEfGhJk==;"]
+    lines = [f"export NGC_KEY={secrets[0]}", f"[2025-01-01 00:00:00] ngc {secrets[1]} groq {secrets[2]} replicate {secrets[3]}",
+             f"databricks {secrets[4]} stripe {secrets[5]} alerts https://{secrets[6]}",
+             f"DefaultEndpointsProtocol=https;AccountName=acme;{secrets[7]}EndpointSuffix=core.windows.net",
+             "[2025-01-01 00:00:02 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/sgl/sglang/srt/managers/scheduler.py", line 10, in run_scheduler_process',
+             "    scheduler.event_loop()", "RuntimeError: rejected " + " ".join(secrets)]
+    log = tmp_path / "keys.log"
+    log.write_text("\n".join(lines) + "\n")
+
+    def hidden(s: str) -> str:  # what must go: the token, not its label
+        return s.split("=", 1)[1].rstrip(";") if s.startswith("AccountKey=") else s.split("/", 2)[-1]
+
+    for fmt in ("md", "json"):
+        code, out, _ = cli("analyze", log, "-f", fmt)
+        assert code == 1 and "RuntimeError" in out
+        assert [hidden(s)[:12] for s in secrets if hidden(s) in out] == [], fmt
+        kept = cli("analyze", log, "-f", fmt, "--no-redact")[1]
+        assert all(hidden(s) in kept for s in secrets)  # the report does carry them when asked to
 
 
 # --- configuration --------------------------------------------------------------------------
@@ -299,6 +410,17 @@ def test_configuration_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.M
     assert code == 2 and str(tmp_path / "extra") in err  # relative to the file
     (tmp_path / "triage.toml").write_text("jobs = \n")
     assert cli("analyze", NSA)[0] == 2
+    # a value the option would refuse names the file or variable it came from, not the option
+    for text, says in (('format = "xml"\n', "triage.toml: format = 'xml': expected markdown"),
+                       ("jobs = -1\n", "triage.toml: jobs = -1: expected 0")):
+        (tmp_path / "triage.toml").write_text(text)
+        code, _, err = cli("analyze", NSA)
+        assert code == 2 and says in err and "--" not in err, err
+    for name, value in (("TRIAGE_FORMAT", "xml"), ("TRIAGE_JOBS", "-1")):
+        monkeypatch.setenv(name, value)
+        code, _, err = cli("--isolated", "analyze", NSA)
+        assert code == 2 and err.startswith(f"triage: error: {name}={value}: expected") and "--" not in err, err
+        monkeypatch.delenv(name)
     monkeypatch.setenv("TRIAGE_REDACT_IPS", "maybe")
     assert cli("--isolated", "analyze", NSA)[0] == 2
 

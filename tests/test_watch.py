@@ -147,6 +147,37 @@ def test_hang_times_out_with_phase(tmp_path, capsys):
     assert 1.5 <= server.elapsed < 1.5 + POLL_INTERVAL + 1e-9
 
 
+class _Clock:
+    """Time for a watch whose log nobody writes."""
+
+    def __init__(self) -> None:
+        self.now = 10_000.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.mark.parametrize("fmt", ["md", "json"])
+def test_a_log_that_never_appears_is_not_called_a_hang(tmp_path, capsys, fmt):
+    for log, appeared in ((tmp_path / "wrong" / "path.log", False), (tmp_path / "empty.log", True)):
+        if appeared:
+            log.write_text("")
+        t = _Clock()
+        code = watch_file(str(log), WatchOptions(timeout=2, fmt=fmt), clock=t.clock, sleep=t.sleep)
+        out, err = capsys.readouterr()
+        assert code == EXIT_TIMEOUT
+        if fmt == "json":
+            assert events(out)[-1]["log_appeared"] is appeared
+        elif appeared:
+            assert "This is how a hang looks" in out and "never appeared" not in err
+        else:
+            assert "did not appear in 2s: check the path" in out and "hang looks" not in out
+            assert f"{log} never appeared" in err
+
+
 def test_heartbeat_while_stuck(tmp_path, capsys):
     """A hang as the operator sees it while it happens: a "still ..." line every HEARTBEAT seconds."""
     code, _, err, _ = watch(capsys, "hang", tmp_path / "server.log", timeout=2.5 * HEARTBEAT)

@@ -34,6 +34,17 @@ class _Command(TyperCommand):
             if isinstance(p, TyperArgument):
                 p.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
 
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:  # noqa: ANN401 - a click Context
+        """The usage line in click's and POSIX's spelling, `LOG...` and `[DIR]`, whatever the
+        typer version (0.2x writes a required argument as `{LOG}`, which reads as a choice)."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for p in self.get_params(ctx):
+            if isinstance(p, TyperArgument):
+                name = p.metavar or (p.name or "").upper()
+                name = name if p.required else f"[{name}]"
+                pieces.append(name + ("..." if p.nargs != 1 else ""))
+        return pieces
+
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
                   help="Crash triage and workaround recommendations for LLM inference server logs.")
@@ -489,6 +500,7 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
         code = 130
     except usage as e:
         msg = e.format_message() if hasattr(e, "format_message") else str(e)
+        msg = msg.replace(": Value error, ", ": ")  # newer typer passes pydantic's wording through
         if type(e).__name__ == "NoArgsIsHelpError":  # bare `triage`: the help, not an error line
             sys.stderr.write(msg.rstrip() + "\n")
         else:
@@ -500,6 +512,10 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
     except KeyboardInterrupt:
         sys.stderr.write("triage: interrupted\n")
         code = 130
+    except SystemExit as e:  # typer's completion options exit from inside; return their code too
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else EXIT_USAGE
+        if isinstance(e.code, str):
+            current().error(e.code)
     except BrokenPipeError:
         code = 0
     except Exception as e:  # noqa: BLE001 - the promise is: never a traceback at 3 a.m.

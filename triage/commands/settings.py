@@ -87,6 +87,16 @@ def find_config(start: Path) -> tuple[Path, dict[str, Any]] | None:
     return None
 
 
+def _refused(key: str, value: Any) -> str | None:  # noqa: ANN401
+    """Why a value of the right type is still wrong (what the option itself would refuse), so
+    that the error names where it came from, not an option the user never gave."""
+    if key == "format" and str(value).lower() not in ("markdown", "md", "json"):
+        return "expected markdown (or md) or json"
+    if key == "jobs" and value < 0:
+        return "expected 0 (one per core) or more"
+    return None
+
+
 def _check(key: str, value: Any, where: str) -> Any:
     want = KEYS[key][1]
     if want is list:
@@ -99,6 +109,9 @@ def _check(key: str, value: Any, where: str) -> Any:
         raise TriageError(f"{where}: {key} must be a whole number")
     if want is not int and not isinstance(value, want):
         raise TriageError(f"{where}: {key} must be {'true or false' if want is bool else 'a string'}")
+    why = _refused(key, value)
+    if why:
+        raise TriageError(f"{where}: {key} = {value!r}: {why}")
     return value
 
 
@@ -112,10 +125,15 @@ def _from_env(key: str, raw: str) -> Any:
         return raw.lower() in _TRUE
     if want is int:
         try:
-            return int(raw)
+            value: Any = int(raw)
         except ValueError:
             raise TriageError(f"{env}={raw}: expected a whole number") from None
-    return raw
+    else:
+        value = raw
+    why = _refused(key, value)
+    if why:
+        raise TriageError(f"{env}={raw}: {why}")
+    return value
 
 
 def load_settings(cwd: Path | None = None, env: Mapping[str, str] | None = None, config: Path | None = None,

@@ -343,21 +343,29 @@ class Printer:
     def timeout(self, w: Watcher, seconds: float) -> None:
         phase, stuck = w.phases.phase, w.phases.seconds_in_phase()
         last = self.out.lines(w.last_lines())
-        self.out.note(f"timed out after {seconds:g}s: stuck {phase} for {stuck:.1f}s (since line {w.phases.line})")
+        # a log that never appeared says nothing about a server: the path may be wrong
+        appeared = w.follower.generation > 0
+        if appeared:
+            self.out.note(f"timed out after {seconds:g}s: stuck {phase} for {stuck:.1f}s (since line {w.phases.line})")
+        else:
+            self.out.note(f"timed out after {seconds:g}s: {w.path} never appeared")
         if self.json:
             self.event({"event": "timeout", "phase": phase, "seconds_in_phase": round(stuck, 3),
-                        "since_line": w.phases.line, "line": w.line_no, "last_lines": last})
+                        "since_line": w.phases.line, "line": w.line_no, "last_lines": last, "log_appeared": appeared})
             return
         body = "\n".join(last) if last else "(the log is empty)"
-        if phase == READY_PHASE:
+        if not appeared:
+            verdict = (f"the log did not appear in {seconds:g}s: check the path, and that the server writes "
+                       "its log there (this is not evidence of a hang).")
+        elif phase == READY_PHASE:
             verdict = f"no failure in {seconds:g}s; the server has been ready for {stuck:.1f}s (since line {w.phases.line})."
         else:
             verdict = (f"no failure and not ready after {seconds:g}s; the server is stuck **{phase}** "
                        f"(for {stuck:.1f}s, since line {w.phases.line}). This is how a hang looks.")
         from triage.render.markdown import codeblock, inline
 
-        self.write(f"# Triage: {inline(self.out.text(w.path))} timed out\n\n**Verdict:** {verdict}\n\n"
-                   f"## Last {len(last)} lines\n\n{codeblock(body, 'text')}\n", markdown=True)
+        tail = f"\n## Last {len(last)} lines\n\n{codeblock(body, 'text')}\n" if appeared else ""
+        self.write(f"# Triage: {inline(self.out.text(w.path))} timed out\n\n**Verdict:** {verdict}\n{tail}", markdown=True)
 
 
 def failure_note(report: Report, out: Output) -> None:

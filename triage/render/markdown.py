@@ -21,6 +21,9 @@ _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _BACKTICKS = re.compile(r"`+")
 # what would start a link, an image or a link reference definition
 _LINKISH = re.compile(r"\]([(\[:])")
+# an underscore that can open or close emphasis (`__init__` is bold **init**); one between two
+# letters or digits cannot, so `max_model_len` stays as written
+_EMPHASIS_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 MAX_EVIDENCE_LINES = 40
 MAX_EVIDENCE_CHARS = 2000  # per line; the JSON report keeps the line whole (up to the reader's cut)
 
@@ -37,6 +40,7 @@ def inline(text: object) -> str:
     s = s.replace("&", "&amp;").replace("\\", "\\\\").replace("|", "\\|")
     s = s.replace("<", "&lt;").replace(">", "&gt;")
     s = s.replace("`", "'").replace("*", "\\*")
+    s = _EMPHASIS_UNDERSCORE.sub(r"\\_", s)
     return _LINKISH.sub(r"\\]\1", s)
 
 
