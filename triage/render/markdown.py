@@ -11,10 +11,11 @@ import re
 import shlex
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 import jinja2
 
-from triage.core.models import Evidence, Failure, Finding, LoadFigures, Report, Workaround
+from triage.core.models import Evidence, Failure, LoadFigures, Report, Workaround
 from triage.core.terminal import printable
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -158,19 +159,57 @@ def size(n: int) -> str:
     return str(n)
 
 
-def properfix(x: Finding) -> str:
+class StatesAFix(Protocol):
+    """What a finding and a catalogue signature both say about the upstream fix."""
+
+    fixed_in: str | None
+    affects: str | None
+    open_issue: str | None
+    no_upstream_fix: str | None
+
+
+def properfix(x: StatesAFix) -> str:
     """The proper fix beside the workaround: the release or PR that fixed it, the open thread
-    that tracks it, or why no upstream fix is coming."""
+    that tracks it, why no upstream fix is coming, or what the affected range says."""
     if x.fixed_in:
         fix = f"a release with {fixlink(x.fixed_in)}" if x.fixed_in.startswith("https://") else fixlink(x.fixed_in)
         if fix.startswith("a release"):
             fix = "upgrade to " + fix
-        return f"**Proper fix:** {fix}" + (f" (affected: {inline(x.affects)})." if x.affects else ".")
+        return f"**Proper fix:** {fix}" + (f" (affected: {_code_inline(x.affects)})." if x.affects else ".")
     if x.open_issue:
         return f"**Proper fix:** not fixed upstream yet (<{x.open_issue}>); the workaround is what there is."
     if x.no_upstream_fix:
         return f"**Proper fix:** no upstream release fixes this: {_sentence(x.no_upstream_fix)}"
+    if x.affects:
+        # a range alone still answers the question: an upper bound is the first release
+        # without the bug; with none, the catalogue knows of no fixing release yet
+        bound = _upper_bound(x.affects)
+        if bound:
+            return f"**Proper fix:** upgrade to {inline(bound)} or later (affected: {_code_inline(x.affects)})."
+        return (f"**Proper fix:** no release that fixes it is recorded yet (affected: {_code_inline(x.affects)}); "
+                "the workaround is what there is.")
     return ""
+
+
+def _upper_bound(affects: str) -> str | None:
+    """The `X` of a `<X` in a PEP 440 range: the first release the range leaves out."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        specs = SpecifierSet(affects)
+    except InvalidSpecifier:
+        return None
+    uppers = [sp.version for sp in specs if sp.operator == "<"]
+    return min(uppers, key=_release_key) if uppers else None
+
+
+def _release_key(v: str) -> tuple[int, ...]:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(v).release
+    except InvalidVersion:
+        return (1 << 30,)
 
 
 def fixlink(fixed: str) -> str:
@@ -294,8 +333,9 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
         applied = [" ".join(w.flags + w.env) or w.title for w in top.workarounds if w.status == "already-applied"]
         if applied:
             out.append(f"**Already applied:** {inline(', '.join(applied))}; it did not prevent this failure.")
-        if top.fixed_in or top.open_issue or top.no_upstream_fix:
-            out.append(properfix(top))
+        fix = properfix(top)
+        if fix:
+            out.append(fix)
         if top.debug and top.debug.env:
             note = f": {_sentence(top.debug.note)}" if top.debug.note else "."
             out.append(f"**To see the real cause:** re-run with {_code_inline(' '.join(top.debug.env))}{note}")

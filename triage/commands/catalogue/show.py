@@ -7,7 +7,7 @@ import json
 from triage.catalogue.load import Catalogue
 from triage.catalogue.models import WorkaroundSpec
 from triage.core.errors import TriageError
-from triage.render.markdown import inline, prose
+from triage.render.markdown import inline, properfix, prose
 
 
 def _selected(cat: Catalogue, engine: str | None):  # noqa: ANN202
@@ -51,9 +51,9 @@ def show_markdown(cat: Catalogue, ident: str) -> str:
     sp = s.spec
     out = [f"# {inline(sp.title)}", "", f"`{sp.id}` · {sp.engine}" + (f" · {sp.layer}" if sp.layer else "")
            + f" · {sp.severity} · base confidence {sp.confidence:.2f}", "", prose(sp.explanation), ""]
-    if sp.affects or sp.fixed_in:
-        out.append(f"Affects: {sp.affects or 'unknown'} · Fixed in: {sp.fixed_in or 'not yet'}")
-        out.append("")
+    fix = properfix(sp)  # the sentence a report prints, so that `show` and a report agree
+    if fix:
+        out += [fix, ""]
     if sp.when:
         out.append("Only when: " + ", ".join(f"{k} = {v}" for k, v in sp.when.items()))
         out.append("")

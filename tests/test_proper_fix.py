@@ -1,0 +1,56 @@
+"""The report answers "what is the proper fix" for every way a signature can state it: a
+release, a merged PR, an open thread, a reason none is coming, or only the affected range."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_cli
+
+from triage.core.models import Finding
+from triage.render.markdown import properfix
+
+
+def _finding(**kw: str) -> Finding:
+    return Finding(signature="s", title="t", confidence=0.9, severity="crash", engine="vllm", **kw)
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({"fixed_in": "0.6.2"}, "**Proper fix:** upgrade to 0.6.2 or later."),
+    ({"fixed_in": "0.6.2", "affects": ">=0.5,<0.6.2"},
+     "**Proper fix:** upgrade to 0.6.2 or later (affected: `>=0.5,<0.6.2`)."),
+    ({"fixed_in": "https://github.com/vllm-project/vllm/pull/1"},
+     "**Proper fix:** upgrade to a release with <https://github.com/vllm-project/vllm/pull/1>."),
+    ({"open_issue": "https://github.com/vllm-project/vllm/issues/2"},
+     "**Proper fix:** not fixed upstream yet (<https://github.com/vllm-project/vllm/issues/2>); "
+     "the workaround is what there is."),
+    # a range with an upper bound names the first release without the bug
+    ({"affects": "<0.11"}, "**Proper fix:** upgrade to 0.11 or later (affected: `<0.11`)."),
+    ({"affects": ">=0.5.5,<0.11"}, "**Proper fix:** upgrade to 0.11 or later (affected: `>=0.5.5,<0.11`)."),
+    # a lower bound alone: the catalogue knows of no fixing release, and says so
+    ({"affects": ">=0.5.3"}, "**Proper fix:** no release that fixes it is recorded yet (affected: `>=0.5.3`); "
+     "the workaround is what there is."),
+    ({}, ""),
+])
+def test_every_way_of_stating_the_fix_is_answered(fields, expected):
+    assert properfix(_finding(**fields)) == expected
+
+
+def test_a_range_that_is_not_pep_440_is_shown_not_interpreted():
+    assert properfix(_finding(affects="some builds")) == (
+        "**Proper fix:** no release that fixes it is recorded yet (affected: `some builds`); "
+        "the workaround is what there is.")
+
+
+def test_the_bundled_example_states_its_proper_fix_on_the_first_screen():
+    """sglang-nsa-page-table-1-flattened states only `affects`: the report used to say nothing
+    about a proper fix, for this and 22 other signatures."""
+    p = run_cli("analyze", "examples/sglang-nsa-crash.log")
+    first_screen = p.stdout.decode().split("## Timeline")[0]
+    assert "**Proper fix:** no release that fixes it is recorded yet (affected: `>=0.5.3`)" in first_screen
+
+
+def test_show_prints_the_same_sentence_as_a_report():
+    """`triage show` used to print only 'Affects: ... · Fixed in: not yet', nothing of an open
+    thread or of why no fix is coming."""
+    p = run_cli("show", "cuda-misaligned-address")
+    assert "**Proper fix:** not fixed upstream yet (<https://github.com/vllm-project/vllm/issues/41257>)" in p.stdout.decode()
