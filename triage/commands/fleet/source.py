@@ -1,7 +1,8 @@
 """The files of an archive: a directory tree, a glob, or an object-storage URL (fsspec).
 
 The listing is a generator, so a million files are never held at once: the runners take
-batches from it as workers become free. Hidden files and directories (a leading dot) are
+batches from it as workers become free (a directory is read one at a time; only an
+object-store glob, which fsspec expands whole, is listed at once). Hidden files and directories (a leading dot) are
 left out, as `triage analyze DIR` does.
 """
 
