@@ -45,9 +45,14 @@ def healthy(server: int, n: int) -> str:
             f'INFO:     10.0.{server}.9:51234 - "POST /v1/completions HTTP/1.1" 200 OK\n')
 
 
+# the GPU model the unknown crash's servers print: even servers one, odd servers the other
+GPUS = ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"]
+
+
 def unknown(server: int, n: int) -> str:
-    """A crash the catalogue does not know, on a host that NCCL names."""
+    """A crash the catalogue does not know, on a host that NCCL names, with its GPU model."""
     return (f"gpu-node-{server:02d}.cluster:4{n:03d}:4{n:03d} [0] NCCL INFO NCCL version 2.27.3+cuda12.9\n"
+            f"GPU 0: {GPUS[server % 2]} (UUID: GPU-{n:08x}-0000-0000-0000-000000000000)\n"
             f"[2026-11-{10 + n % 18:02d} 1{n % 10}:00:00 TP{n % 8}] Scheduler hit an exception: Traceback (most recent call last):\n"
             f'  File "/opt/env{n}/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line {100 + n}, in run_batch\n'
             "    self.frobnicate(batch)\n"

@@ -1,4 +1,5 @@
-"""Smoke test of the benchmark harness: the log generator's shapes, the rg pattern file, --help.
+"""Smoke test of the benchmark harness: the log generator's shapes, the rg pattern file, --help,
+and bench_fleet.py on a tiny archive.
 
 Small logs only (~200 KB; 2.5 MB for the long-line shape, whose lines are 600 KB), no timing.
 """
@@ -145,3 +146,17 @@ def test_bench_scan_help_runs():
                        timeout=60)
     assert p.returncode == 0
     assert "--shapes" in p.stdout and "--runs" in p.stdout and "--json" in p.stdout
+
+
+def test_fleet_benchmark_prints_logs_per_second_for_both_runners(tmp_path):
+    """bench_fleet.py at its smallest: the local pool, and Ray where installed (the test extra
+    has it), each with a logs/s figure and the same leaderboard. No timing is asserted."""
+    ray = importlib.util.find_spec("ray") is not None
+    args = [sys.executable, str(BENCH / "bench_fleet.py"), "--servers", "2", "--per-server", "8", "--json"]
+    p = subprocess.run(args + ([] if ray else ["--no-ray"]), capture_output=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    out = json.loads(p.stdout)
+    assert out["files"] == 2 * 8 + 2  # the logs, the empty one and the corrupt .gz
+    assert out["local_pool"]["logs_per_s"] > 0
+    if ray:
+        assert out["ray"]["logs_per_s"] > 0 and out["ray"]["same_leaderboard"] is True

@@ -5,14 +5,18 @@ The Ray run and its comparison with this one are in test_fleet_ray.py.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import pickle
+import signal
+import socket
+import time
 from datetime import datetime
 
 import pytest
 from conftest import run_cli
-from fleet_archive import SIGNATURES, make_archive
+from fleet_archive import GPUS, SIGNATURES, make_archive
 
 from triage.commands.fleet import worker
 from triage.commands.fleet.run import FleetOptions, run_fleet
@@ -64,8 +68,58 @@ def test_leaderboard_groups_by_signature_and_fingerprint(archive, local_doc):
     assert u["server_names"] == [f"gpu-node-{s:02d}.cluster" for s in range(archive.servers)]
     assert rows["system-segfault"]["server_names"] == [f"node{s:02d}" for s in range(archive.servers)]
     assert u["first_seen"] < u["last_seen"]
+    assert u["gpus"] == {GPUS[0]: 3, GPUS[1]: 3}  # even servers print one model, odd ones the other
     ranks = [r["rank"] for r in doc["leaderboard"]]
     assert ranks == list(range(1, len(ranks) + 1))
+
+
+def test_first_and_last_seen_counted_by_hand(local_doc):
+    """The six servers' figures worked out from fleet_archive.py, not from its counters."""
+    rows = {r["key"]: r for r in local_doc[1]["leaderboard"]}
+    # the unknown crash is server s's log n = 8s + 4, stamped [2026-11-(10 + n % 18) 1(n % 10):00:00]:
+    # 11-14 14:00, 11-22 12:00, 11-12 10:00, 11-20 18:00, 11-10 16:00, 11-18 14:00
+    u = next(r for r in rows.values() if not r["known"])
+    assert (u["first_seen"], u["last_seen"]) == ("2026-11-10T16:00:00", "2026-11-22T12:00:00")
+    assert u["example"].endswith("/node01/serve-4.log")  # the log it was seen in last
+    assert u["engines"] == {"sglang": 6} and u["servers"] == 6 and u["logs"] == 6
+    # a segfault prints no time: each is placed at its file's mtime, server s at 2026-11-(10 + s) 12:00
+    seg = rows["system-segfault"]
+    assert (seg["first_seen"], seg["last_seen"]) == ("2026-11-10T12:00:00", "2026-11-15T12:00:00")
+    assert seg["example"].endswith("/node05/serve-2.log") and seg["fatal_logs"] == 6
+    # vLLM prints MM-DD: the year is the files' (2026), although the crash is from May
+    assert rows["vllm-max-seq-len-exceeds-kv-cache"]["first_seen"] == "2026-05-12T10:11:44"
+    assert rows["vllm-max-seq-len-exceeds-kv-cache"]["engines"] == {"vllm 0.9.1": 6}
+    assert rows["system-oom-killer"]["first_seen"] == "2025-03-18T09:14:20"  # a full date is kept as printed
+
+
+def test_nothing_in_the_archive_goes_uncounted(tmp_path, monkeypatch):
+    """A dangling link, a FIFO, a corrupt and a truncated .gz and a directory that cannot be listed
+    are each reported by name; a directory named like a log is walked; no FIFO is opened."""
+    a = make_archive(tmp_path / "archive", servers=1, per_server=2)
+    node = a.root / "node00"
+    (node / "dangling.log").symlink_to(tmp_path / "gone.log")
+    os.mkfifo(node / "pipe.log")  # opening it would block the worker for ever
+    (node / "old.log").mkdir()
+    (node / "old.log" / "inner.log").write_bytes((node / "serve-0.log").read_bytes())
+    (node / "cut.log.gz").write_bytes(gzip.compress(b"INFO 11-10 08:00:01 x\n" * 100)[:40])
+    locked = a.root / "node09"
+    locked.mkdir()
+    (locked / "serve.log").write_text("ERROR boom\n")
+    real = os.scandir
+
+    def scandir(path="."):  # what a directory without the read permission does (root ignores chmod)
+        if os.fspath(path) == str(locked):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    t = run_fleet(str(a.root), FleetOptions(jobs=1))
+    assert t.read == 3 and t.skipped == 1  # serve-0, serve-1, old.log/inner.log; empty.log
+    why = {os.path.relpath(p, a.root): e for p, e in t.errors.items()}
+    assert set(why) == {"node00/dangling.log", "node00/pipe.log", "node00/cut.log.gz", "node00/rotated.log.gz", "node09"}
+    assert t.failed == len(why) == 5
+    assert "no such file" in why["node00/dangling.log"] and "not a regular file" in why["node00/pipe.log"]
+    assert "corrupt" in why["node00/cut.log.gz"] and "cannot list" in why["node09"]
 
 
 def test_markdown_leaderboard_to_a_file(archive, tmp_path):
@@ -181,6 +235,58 @@ def test_fsspec_sources(archive, tmp_path):
     assert example.startswith("memory://") and example.endswith("/fleet/node03/serve-3.log.gz")
     t = run_fleet(f"file://{archive.root}/node0[01]/*.log*", FleetOptions(jobs=2))
     assert t.read == 2 * archive.per_server and t.failed == 1
+
+
+def test_an_object_store_prefix_is_listed_a_directory_at_a_time(archive, monkeypatch):
+    """fs.find would hold every object of a bucket at once; a prefix that cannot be listed is
+    reported, not skipped; hidden prefixes are not entered."""
+    fsspec = pytest.importorskip("fsspec", reason="fsspec is not installed (pip install fsspec)")
+    fs = fsspec.filesystem("memory")
+    for name in ("node00/serve-2.log", "node01/serve-2.log", "node02/serve-2.log", ".tmp/serve-2.log"):
+        fs.pipe(f"/walked/{name}", (archive.root / "node00" / "serve-2.log").read_bytes())
+    real_ls = type(fs).ls
+
+    def ls(self, path, detail=True, **kw):
+        if path.rstrip("/").endswith("node02"):
+            raise PermissionError(13, "Access Denied", path)
+        return real_ls(self, path, detail=detail, **kw)
+
+    monkeypatch.setattr(type(fs), "ls", ls)
+    monkeypatch.setattr(type(fs), "find", lambda *a, **k: pytest.fail("listed the whole prefix at once"))
+    t = run_fleet("memory://walked", FleetOptions(jobs=1))
+    assert t.read == 2 and t.groups["system-segfault"].servers == {"node00", "node01"}
+    assert t.failed == 1 and [(p, "cannot list" in e) for p, e in t.errors.items()] == [("memory:///walked/node02", True)]
+
+
+def _closed_port() -> int:
+    """A loopback port where nothing listens (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_ray_address_where_nothing_listens_is_one_line_and_exit_2(archive):
+    """ray.init would retry such an address for minutes, printing a warning every few seconds."""
+    pytest.importorskip("ray", reason="Ray is not installed: pip install 'triage[ray]' (the test extra has it)")
+    port = _closed_port()
+
+    def hung(*_):  # without the check, ray.init would hold the suite for minutes
+        pytest.fail("--ray with an address where nothing listens did not return within 60 s")
+
+    signal.signal(signal.SIGALRM, hung)
+    for ray_opt, env in ((f"127.0.0.1:{port}", {}), (f"ray://127.0.0.1:{port}", {}),
+                         ("auto", {"RAY_ADDRESS": f"127.0.0.1:{port}"})):
+        t0 = time.process_time()
+        signal.alarm(60)
+        try:
+            p = run_cli("fleet", str(archive.root), "--ray", ray_opt, env=env)
+        finally:
+            signal.alarm(0)
+        err = p.stderr.decode()
+        assert p.returncode == 2 and p.stdout == b"", err
+        assert err == f"triage: error: --ray {ray_opt}: cannot reach 127.0.0.1:{port} (Connection refused); " \
+                      "is the Ray head running there?\n"
+        assert time.process_time() - t0 < 5  # no retry loop
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):

@@ -12,10 +12,12 @@ import subprocess
 import sys
 
 import pytest
-from fleet_archive import make_archive
+from conftest import run_cli
+from fleet_archive import SIGNATURES, make_archive
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'triage[ray]' (the test extra has it)")
 
+from triage.commands.fleet import run as fleet_run  # noqa: E402
 from triage.commands.fleet.render import leaderboard  # noqa: E402
 from triage.commands.fleet.run import FleetOptions, run_fleet  # noqa: E402
 from triage.commands.fleet.runners import RayRunner  # noqa: E402
@@ -42,11 +44,45 @@ def ray_session(archive):
 
 def test_ray_and_local_pool_give_identical_leaderboards(archive, ray_session):
     local_doc = ray_session
-    t = run_fleet(str(archive.root), FleetOptions(ray="local", batch=32))
-    doc = json.loads(json.dumps(leaderboard(t, str(archive.root), None)))
+    # the command itself, in this process: --ray local joins the Ray this test started
+    p = run_cli("fleet", str(archive.root), "--ray", "local", "--format", "json", "--no-redact", "--batch", "16")
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
     assert doc == local_doc
-    assert doc["summary"]["read"] == archive.logs == 240 and doc["summary"]["failed"] == 1
-    assert len(doc["leaderboard"]) == 6
+    assert doc["summary"] == {"files": 242, "read": 240, "failed": 1, "skipped": 1, "with_failure": 180, "groups": 6}
+    assert archive.logs == 240 and len(doc["leaderboard"]) == 6
+    assert {r["key"] for r in doc["leaderboard"] if r["known"]} == set(SIGNATURES.values())
+    assert all(r["servers"] == 30 and r["logs"] == 30 for r in doc["leaderboard"])
+    # and through the library API, with its own batch size: the same aggregates
+    t = run_fleet(str(archive.root), FleetOptions(ray="local", batch=32))
+    assert json.loads(json.dumps(leaderboard(t, str(archive.root), None))) == local_doc
+
+
+def test_a_ray_worker_that_dies_is_retried_once_then_reported(archive, ray_session, monkeypatch):
+    """A task whose worker process exits mid-batch loses the batch: each of its files is tried
+    once more in a task of its own, the one that kills its worker again is reported."""
+    deadly = str(archive.root / "node03" / "serve-2.log")
+
+    def dying(files, job):  # defined here, so Ray ships it by value to its workers
+        import os
+
+        from triage.commands.fleet.worker import analyse_batch as real
+
+        if any(lf.path == deadly for lf in files):
+            os._exit(9)
+        return real(files, job)
+
+    def runner_for(address, jobs):
+        r = RayRunner(address, jobs)
+        r.task = ray.remote(num_cpus=1, max_retries=0)(dying)
+        return r
+
+    monkeypatch.setattr(fleet_run, "runner_for", runner_for)
+    t = run_fleet(str(archive.root), FleetOptions(ray="local", batch=16))
+    assert (t.read, t.failed, t.skipped) == (archive.logs - 1, 2, 1)
+    assert set(t.errors) == {deadly, *archive.broken}
+    assert t.errors[deadly] == "not analysed, twice: Ray task failed (WorkerCrashedError)"
+    assert t.groups["system-segfault"].logs == 29  # the other 15 files of its batch counted
 
 
 def test_a_failed_ray_task_is_reported_not_dropped(ray_session):

@@ -110,6 +110,7 @@ LINE = [
     "device_name=",
     "total capacity of",
     "compute capability",
+    "(UUID: GPU-",  # nvidia-smi -L, printed by launch scripts: `GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)`
     # timeline milestones
     "Load weight end",
     "Loading weights took",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -20,6 +21,10 @@ from triage.core.errors import TriageError
 
 Batch = list[LogFile]
 Outcome = tuple[Batch, "Tally | str"]
+
+# how long a cluster address may take to accept one TCP connection before `--ray ADDRESS` gives up
+CONNECT_TIMEOUT = 5.0
+RAY_CLIENT_PORT = 10001  # `ray://head` without a port
 
 
 class Runner(Protocol):
@@ -181,9 +186,15 @@ class RayRunner:
             kwargs["address"] = address
             if address == "local" and jobs:
                 kwargs["num_cpus"] = jobs
+            reachable(address)
             try:
                 ray.init(**kwargs)
-            except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ValueError ...
+            except ConnectionError as e:
+                if address == "auto" and not os.environ.get("RAY_ADDRESS"):
+                    raise TriageError("--ray auto: no running Ray cluster found on this machine (start one with "
+                                      "`ray start --head`, set RAY_ADDRESS, or use --ray local)") from None
+                raise TriageError(f"--ray {address}: cannot join Ray ({type(e).__name__}: {e})") from None
+            except Exception as e:  # noqa: BLE001 - RuntimeError, ValueError ...
                 raise TriageError(f"--ray {address}: cannot start or join Ray ({type(e).__name__}: {e})") from None
             self.started = True
         cpus = int(ray.cluster_resources().get("CPU", 1) or 1)
@@ -218,6 +229,29 @@ class RayRunner:
     def close(self) -> None:
         if self.started:
             self.ray.shutdown()
+
+
+def reachable(address: str) -> None:
+    """One TCP connection to a cluster address before Ray is asked to join it: ray.init retries
+    an address where nothing listens for minutes, printing a warning every few seconds, where
+    a wrong address should be one error line. `auto` is checked when RAY_ADDRESS names the
+    cluster (Ray reads it then); without it Ray looks for an instance on this machine and
+    fails at once."""
+    target = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
+    if target in ("", "auto", "local"):
+        return
+    client = "://" in target
+    hostport = target.split("://", 1)[1].split("/", 1)[0] if client else target
+    host, sep, port = hostport.rpartition(":")
+    if not sep and client:
+        host, port = hostport, str(RAY_CLIENT_PORT)
+    if not host or not port.isdigit():
+        return  # not host:port: Ray's own message says what is wrong with it
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as e:
+        why = e.strerror or str(e) or type(e).__name__
+        raise TriageError(f"--ray {address}: cannot reach {host}:{port} ({why}); is the Ray head running there?") from None
 
 
 def runner_for(ray: str | None, jobs: int) -> Runner:

@@ -1,15 +1,18 @@
 """The files of an archive: a directory tree, a glob, or an object-storage URL (fsspec).
 
 The listing is a generator, so a million files are never held at once: the runners take
-batches from it as workers become free. Hidden files and directories (a leading dot) are
+batches from it as workers become free (a directory is read one at a time; only an
+object-store glob, which fsspec expands whole, is listed at once). Hidden files and directories (a leading dot) are
 left out, as `triage analyze DIR` does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import posixpath
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,9 @@ class LogFile:
     mtime: float | None  # seconds since the epoch: when the log was last written
     size: int | None
     place: str  # the server when the log names none: its parent directory (or its name at the top)
+    # why the entry cannot be read, known when it was listed (a FIFO, a directory that cannot be
+    # listed): the worker reports it as failed without opening it
+    error: str | None = None
 
 
 def is_url(source: str) -> bool:
@@ -74,19 +80,34 @@ def _entry(path: str, root: str) -> LogFile | None:
         st = os.stat(path)
     except OSError:  # vanished or a dangling link: reported by the worker that tries to read it
         return LogFile(path, None, None, place_of(path, root))
-    if not os.path.isfile(path):
+    if stat.S_ISDIR(st.st_mode):
         return None
+    if not stat.S_ISREG(st.st_mode):
+        # a FIFO, socket or device is reported, not opened (reading one blocks or never ends),
+        # so that nothing in the archive goes uncounted
+        return LogFile(path, None, None, place_of(path, root), "not a regular file (a FIFO, socket or device): not read")
     return LogFile(path, st.st_mtime, st.st_size, place_of(path, root))
 
 
+def _unlisted(path: str, root: str, e: OSError) -> LogFile:
+    return LogFile(path, None, None, place_of(path, root), f"cannot list this directory ({e.strerror or e})")
+
+
 def _walk(top_dir: str, root: str) -> Iterator[LogFile]:
-    for top, dirs, names in os.walk(top_dir):
+    # a directory that cannot be listed is reported as a failed entry, never skipped in silence
+    unlisted: list[OSError] = []
+    for top, dirs, names in os.walk(top_dir, onerror=unlisted.append):
+        while unlisted:
+            err = unlisted.pop()
+            yield _unlisted(str(err.filename or top), root, err)
         dirs[:] = sorted(d for d in dirs if not _hidden(d))
         for name in sorted(names):
             if not _hidden(name):
                 e = _entry(os.path.join(top, name), root)
                 if e is not None:
                     yield e
+    for err in unlisted:  # the last directory's error comes after its walk
+        yield _unlisted(str(err.filename or top_dir), root, err)
 
 
 def _list_local(source: str) -> Iterator[LogFile]:
@@ -100,7 +121,9 @@ def _list_local(source: str) -> Iterator[LogFile]:
         yield e
     elif any(c in source for c in GLOB_CHARS):
         root = _glob_root(source)
-        for path in sorted(glob.iglob(source, recursive=True)):
+        # unsorted, so that a glob over a million files is not held in a list: the
+        # leaderboard does not depend on the order (board.py merges in any order)
+        for path in glob.iglob(source, recursive=True):
             if any(_hidden(part) for part in Path(path).parts[len(Path(root).parts):]):
                 continue
             if os.path.isdir(path):  # archive/node0*: the servers' directories, walked
@@ -165,8 +188,8 @@ def _list_url(url: str) -> Iterator[LogFile]:
             root = _glob_root(path)
             found = fs.glob(path, detail=True)
         elif fs.isdir(path):
-            root = path
-            found = fs.find(path, detail=True)
+            yield from _walk_url(fs, protocol, url, path)
+            return
         elif fs.exists(path):
             root = posixpath.dirname(path)
             found = {path: fs.info(path)}
@@ -175,9 +198,52 @@ def _list_url(url: str) -> Iterator[LogFile]:
     except OSError as e:
         raise TriageError(f"{url}: cannot list ({e})") from None
     for name in sorted(found):
-        info = found[name]
-        rel = posixpath.relpath(name, root) if root else name
-        if info.get("type") == "directory" or any(_hidden(p) for p in rel.split("/")):
+        entry = _url_entry(fs, protocol, name, found[name], root)
+        if entry is not None:
+            yield entry
+
+
+def _url_entry(fs: Any, protocol: str, name: str, info: dict[str, Any], root: str) -> LogFile | None:
+    rel = posixpath.relpath(name, root) if root else name
+    if info.get("type") == "directory" or any(_hidden(p) for p in rel.split("/")):
+        return None
+    full = fs.unstrip_protocol(name) if hasattr(fs, "unstrip_protocol") else f"{protocol}://{name}"
+    return LogFile(full, _mtime(info), info.get("size"), place_of(name, root))
+
+
+def _walk_url(fs: Any, protocol: str, url: str, root: str) -> Iterator[LogFile]:
+    """A prefix listed one directory at a time (fs.ls), not as one list of every object (fs.find),
+    so a bucket of a million logs is never held whole; hidden directories are not entered, and
+    one that cannot be listed is reported. Not fs.walk: its on_error does not reach below the
+    top directory, so an unlistable sub-directory would vanish in silence."""
+    start = root.rstrip("/") or root
+    stack = [start]
+    while stack:
+        top = stack.pop()
+        try:
+            listing = fs.ls(top, detail=True)
+        except OSError as err:
+            if top == start:
+                raise TriageError(f"{url}: cannot list ({err})") from None
+            yield _unlisted(fs.unstrip_protocol(top), root, err)
             continue
-        full = fs.unstrip_protocol(name) if hasattr(fs, "unstrip_protocol") else f"{protocol}://{name}"
-        yield LogFile(full, _mtime(info), info.get("size"), place_of(name, root))
+        finally:
+            # the filesystem's listing cache would otherwise keep every object it was shown
+            _forget(fs, top)
+        subdirs = []
+        for info in sorted(listing, key=lambda x: str(x.get("name", ""))):
+            name = str(info.get("name", "")).rstrip("/")
+            if not name or name == top or _hidden(posixpath.basename(name)):
+                continue
+            if info.get("type") == "directory":
+                subdirs.append(name)
+            else:
+                entry = _url_entry(fs, protocol, name, info, root)
+                if entry is not None:
+                    yield entry
+        stack.extend(reversed(subdirs))
+
+
+def _forget(fs: Any, path: str) -> None:
+    with contextlib.suppress(Exception):  # a cache that cannot be cleared costs memory, not results
+        fs.invalidate_cache(path)

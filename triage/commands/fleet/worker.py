@@ -53,6 +53,9 @@ def analyse_batch(files: list[LogFile], job: Job) -> Tally:
     cat = catalogue(job.catalogue_dirs)
     opts = Options(workers=1, prefer_hyperscan=job.prefer_hyperscan)
     for lf in files:
+        if lf.error is not None:  # known unreadable when listed: reported, not opened
+            tally.fail(lf.path, lf.error)
+            continue
         if _skip(lf, job):
             tally.skipped += 1
             continue
