@@ -96,3 +96,20 @@ def test_bad_input_is_one_line(tmp_path):
     (tmp_path / "cases" / "x.yaml").write_text("id: x\n")
     code, msg = run(str(tmp_path))
     assert code == 2 and "x.yaml" in msg and "\n" not in msg
+
+
+def test_test_split_cases_count_but_are_not_named(corpus, tmp_path):
+    """A signature author runs the backtest: the held-out cases count in the figures but no list
+    names them (a helper once read two test labels from a miss list); --show-test names them."""
+    mixed = tmp_path / "mixed"
+    shutil.copytree(corpus, mixed)
+    held = mixed / "cases" / "vllm-12189.yaml"
+    held.write_text(held.read_text().replace("split: dev", "split: test"))
+    code, out = run(str(mixed), "--format", "json", "-j", "1")
+    doc = json.loads(out)
+    assert doc["cases"] == len(PICK) and doc["held_back"] == 1
+    assert "vllm-12189" not in out
+    code, md = run(str(mixed), "-j", "1")
+    assert "vllm-12189" not in md and "count 1 test-split cases" in md
+    code, out = run(str(mixed), "--format", "json", "-j", "1", "--show-test")
+    assert "vllm-12189" in out and json.loads(out)["held_back"] == 0

@@ -327,6 +327,8 @@ def catalogue_backtest(
     against: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--against", metavar="REV|DIR", help="A git revision of the catalogue, or another catalogue directory: show per case what changed.")] = None,
     split: Annotated[str, typer.Option("--split", metavar="dev|test|all", help="Which cases to run.")] = "all",
+    show_test: Annotated[bool, typer.Option(
+        "--show-test", help="Also name test-split cases in the lists of misses and changes (they always count in the figures).")] = False,
     format: FormatOpt = None,
     output: OutputOpt = None,
     jobs: JobsOpt = None,
@@ -350,7 +352,8 @@ def catalogue_backtest(
     minimums = {k: v for k, v in (("detected", min_detected), ("exception", min_exception),
                                   ("recognised", min_recognised), ("right1", min_right1), ("fix1", min_fix1),
                                   ("fixany", min_fixany), ("clean", min_clean)) if v is not None}
-    text, code = backtest_report(str(corpus), split, s.catalogues(catalogue), against, s.get("jobs", jobs, 0), minimums, fmt)
+    text, code = backtest_report(str(corpus), split, s.catalogues(catalogue), against, s.get("jobs", jobs, 0), minimums, fmt,
+                                 show_test=show_test)
     write_output(text, output, markdown=fmt == "markdown")
     _exit(code, s.get("exit-zero", exit_zero, False))
 

@@ -142,6 +142,27 @@ class BacktestResult(BaseModel):
     against: str | None = None
     unchanged: int | None = None
     errors: list[str] = Field(default_factory=list)
+    # test-split cases counted in the figures but left out of the per-case lists (see hold_back)
+    held_back: int = 0
+    held_back_changes: int = 0  # of them, how many changed against --against
+
+
+def hold_back(result: BacktestResult) -> BacktestResult:
+    """The result without the test split's case ids and labels: its cases still count in every
+    figure, but no list names them. Whoever writes signatures must not read the held-out
+    cases, and a per-case miss list ("sglang-3226: got X, want Y") is a reading of them."""
+    test = {s.id for s in result.scores if s.split == "test"}
+    if not test:
+        return result
+    out = result.model_copy(deep=True)
+    out.scores = [s for s in out.scores if s.id not in test]
+    out.misses = {k: [i for i in ids if i not in test] for k, ids in out.misses.items()}
+    out.errors = [e for e in out.errors if e.split(":", 1)[0] not in test]
+    if out.changes is not None:
+        out.held_back_changes = sum(c.split == "test" for c in out.changes)
+        out.changes = [c for c in out.changes if c.split != "test"]
+    out.held_back = len(test)
+    return out
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -356,8 +377,9 @@ def failed_thresholds(result: BacktestResult, minimums: dict[str, float]) -> lis
 
 
 def backtest_report(corpus: str, split: str, catalogue: list[str], against: str | None, jobs: int,
-                    minimums: dict[str, float], fmt: str) -> tuple[str, int]:
-    """`triage catalogue backtest`: the rendered scores, and 1 if a --min-* threshold failed."""
+                    minimums: dict[str, float], fmt: str, show_test: bool = False) -> tuple[str, int]:
+    """`triage catalogue backtest`: the rendered scores, and 1 if a --min-* threshold failed.
+    Test-split cases are named only with `show_test`."""
     from triage.commands.catalogue import backtest_out
 
     if split not in ("dev", "test", "all"):
@@ -366,5 +388,7 @@ def backtest_report(corpus: str, split: str, catalogue: list[str], against: str 
         raise TriageError(f"--jobs {jobs}: expected 0 (one per core) or more")
     result = backtest(corpus, split, catalogue, against, jobs)
     failed = failed_thresholds(result, minimums)
+    if not show_test:
+        result = hold_back(result)
     render = backtest_out.render_json if fmt == "json" else backtest_out.render_markdown
     return render(result, failed), 1 if failed else 0

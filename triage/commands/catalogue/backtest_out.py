@@ -23,6 +23,10 @@ def render_markdown(r: BacktestResult, failed: list[str] | None = None) -> str:
         out.append(f"| {METRIC_TITLES[m]} | {_cell(r.total, m)} | "
                    + " | ".join(_cell(r.by_engine[e], m) for e in engines) + " |")
     out.append("")
+    if r.held_back:
+        out.append(f"The figures count {r.held_back} test-split cases; the lists below leave them out, so that "
+                   "the held-out logs stay unread while signatures are written (--show-test names them).")
+        out.append("")
     missed = {k: v for k, v in r.misses.items() if v}
     if missed:
         out.append("## Misses by cause")
@@ -39,7 +43,9 @@ def render_markdown(r: BacktestResult, failed: list[str] | None = None) -> str:
         out.extend(f"- {e}" for e in r.errors)
         out.append("")
     if r.changes is not None:
-        out.append(f"## Against {r.against}: {len(r.changes)} changed, {r.unchanged} same")
+        changed = len(r.changes) + r.held_back_changes
+        held = f", of which {r.held_back_changes} test-split cases, not listed" if r.held_back_changes else ""
+        out.append(f"## Against {r.against}: {changed} changed{held}, {r.unchanged} same")
         out.append("")
         if r.changes:
             out.append("| case | split | original | new |")
