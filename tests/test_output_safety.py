@@ -84,6 +84,19 @@ def test_file_names_in_error_messages(tmp_path):
     assert clean(p.stderr) and "no such file" in p.stderr
 
 
+def test_catalogue_file_names_in_catalogue_check(tmp_path):
+    """`triage catalogue check` prints one FAIL line per problem, naming the file: that line went to
+    stdout around the filter (escapes and bidi in a catalogue file's name reached the terminal raw)
+    and a newline in the name forged a second line."""
+    cat = tmp_path / "cat"
+    cat.mkdir()
+    (cat / f"x{ESCAPES['osc52']}{ESCAPES['osc0']}{ESCAPES['c1-csi']}{ESCAPES['bidi']}\nPASS all.yaml").write_text("id: [\n")
+    p = triage("catalogue", "check", str(cat), ok=(1,))
+    assert clean(p.stdout) and clean(p.stderr), p.stdout
+    fails = [x for x in p.stdout.splitlines() if "invalid YAML" in x]
+    assert len(fails) == 1 and fails[0].startswith("FAIL ") and "PASS all.yaml:" in fails[0], p.stdout
+
+
 def test_a_newline_in_a_file_name_cannot_forge_a_second_line(tmp_path):
     p = triage("analyze", str(tmp_path / "a.log\ntriage: all good"), ok=(2,))
     assert p.stderr.count("\n") == 1
@@ -199,5 +212,6 @@ def test_no_command_writes_around_the_output():
             assert "sys.stdout.write" not in text and "sys.stderr.write" not in text, f
     cli = _sources()["triage/cli.py"]
     assert cli.count("sys.stderr.write") <= 3  # constant lines: aborted, interrupted, the bare-command help
+    assert cli.count("sys.stdout.write") <= 1  # the constant --version line; the rest goes through Output.write
     definers = [f for f, text in _sources().items() if "\\x1f\\x7f-\\x9f" in text]
     assert definers == ["triage/core/terminal.py"]
