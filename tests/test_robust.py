@@ -593,6 +593,30 @@ def test_output_symlink_is_replaced_not_followed(tmp_path, log):
     assert not out.is_symlink() and "# Triage" in out.read_text()
 
 
+@pytest.mark.parametrize("which", ["watch -o", "run -o", "run --log"])
+def test_streamed_files_replace_a_planted_symlink(tmp_path, log, which):
+    """Files written as it happens (watch/run -o, run's --log, whose default name
+    triage-run-<timestamp>.log is predictable) were opened with a plain open(): a symlink
+    planted at the name was followed and the file it points to overwritten."""
+    other = tmp_path / "precious.txt"
+    other.write_text("keep me\n")
+    target = tmp_path / ("server-copy.log" if which == "run --log" else "events.md")
+    target.symlink_to(other)
+    if which == "watch -o":
+        cli("watch", str(log), "--grace", "0.3", "--timeout", "30", "-o", str(target), ok=(1,))
+    else:
+        server = [sys.executable, "-c", f"import sys; sys.stdout.write(open({str(log)!r}).read()); sys.exit(1)"]
+        run_log = target if which == "run --log" else tmp_path / "run.log"
+        out = ["-o", str(target)] if which == "run -o" else []
+        # not cli(): run copies the server's traceback to stderr
+        p = subprocess.run([sys.executable, "-m", "triage", "run", "--log", str(run_log), "--grace", "0.3",
+                            "--timeout", "30", *out, "--", *server], capture_output=True, timeout=60)
+        assert p.returncode == 1, p.stderr
+    assert other.read_text() == "keep me\n"
+    assert not target.is_symlink()
+    assert ("ZeroDivisionError" if which == "run --log" else "# Triage") in target.read_text()
+
+
 def test_output_hard_link_to_the_input_is_refused(tmp_path, log):
     link = tmp_path / "hard.md"
     os.link(log, link)
