@@ -348,6 +348,20 @@ def test_file_still_being_written(tmp_path):
         t.join(10)
 
 
+@pytest.mark.parametrize("value", ["...", "(1, ...)", "{'a': ...}", "1+2j", "{b'k': {1, 2}}", "frozenset({1})"])
+def test_printed_settings_that_are_not_plain_data(tmp_path, value):
+    """A launch line's values are read as Python literals: a truncated repr (`x=...`, an
+    Ellipsis) made the JSON report an internal error. Every format and `triage new` still work,
+    and the value is kept as plain data (or as its text)."""
+    f = tmp_path / "server.log"
+    f.write_text(SGL_CRASH.replace("tp_size=1)", f"tp_size=1, foo={value})"))
+    code, d = analyze_json(f)
+    assert code == 1 and d["failures"][0]["exception"] == "ZeroDivisionError"
+    json.dumps(d["environment"]["settings"]["foo"])
+    cli("analyze", str(f), ok=(1,))
+    cli("new", str(f), "--failure", "1", ok=(0,))
+
+
 def test_traceback_cut_off_in_the_middle(tmp_path):
     lines = (FIXTURES / "sglang-nsa-tp8.log").read_text().splitlines(keepends=True)
     f = tmp_path / "cut.log"

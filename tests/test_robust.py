@@ -179,13 +179,52 @@ def test_catalogue_symlink_to_a_huge_file(tmp_path, log):
 
 @pytest.mark.parametrize("pattern", ["frobnicator exploded ((((a{100}){100}){100}){100})",
                                      "frobnicator exploded x{2000000}",
-                                     "frobnicator exploded (?:(?:[ab]{50}|c){40}){60}"])
+                                     "frobnicator exploded (?:(?:[ab]{50}|c){40}){60}",
+                                     # spellings a reading of the source alone got wrong (each was
+                                     # estimated at 1 to 401 units and exhausted the 2 GB):
+                                     # V0's [[] is a one-character class, not a nested set
+                                     "frobnicator exploded [[]((((a{100}){100}){100}){100})]",
+                                     "frobnicator exploded [[=]((((a{100}){100}){100}){100})=]]",
+                                     # a (?#...) comment does not end at an escaped parenthesis
+                                     r"frobnicator exploded (?#\)[)((((a{100}){100}){100}){100})]",
+                                     # verbose mode: the space between a group and its count is ignored
+                                     "(?x)frobnicator\\ exploded ((((a{100}) {100}) {100}) {100})",
+                                     "frobnicator exploded (?x:((((a{100}) {100}) {100}) {1 0 0}))"])
 def test_pattern_that_expands_is_refused_without_exhausting_memory(tmp_path, log, pattern):
     """Compiling ((((a{100}){100}){100}){100}) took 23.6 GB: it must be refused before
-    compiling, in a process capped at 2 GB of address space."""
+    compiling, in a process capped at 2 GB of address space, however the pattern spells it."""
     cat, sig = make_cat(tmp_path)
     sig.write_text(SIG.format(pattern=pattern, example="at step 3"))
     both_refuse(cat, log, "expands to more than", "frob.yaml:9:", limit_as=2 << 30)
+
+
+def test_pattern_nesting_too_deep_is_a_file_line_error(tmp_path, log):
+    """regex's parser recurses once per group: 3,000 nested groups were an internal error."""
+    cat, sig = make_cat(tmp_path)
+    sig.write_text(SIG.format(pattern="frobnicator exploded " + "(" * 3000 + "a" + ")" * 3000, example="at step 3"))
+    both_refuse(cat, log, "nests groups too deeply", "frob.yaml:9:")
+
+
+def test_workaround_value_regex_is_sized_and_time_bounded(tmp_path):
+    """A workaround's `value.from_message` is a catalogue regex too: it is refused when it would
+    expand (in 2 GB, as above), and it is searched in the failure's lines under a timeout (a
+    catastrophic pattern on 40 `a`s never returned)."""
+    cat, sig = make_cat(tmp_path)
+    sig.write_text(SIG.format(pattern=r"frobnicator exploded (\d+)", example="7"))
+    wk = cat / "workarounds" / "restart.yaml"
+
+    def value_rule(rx: str) -> None:
+        wk.write_text(WK.replace("auto: false\n", f"auto: false\nflags: {{add: ['--frob-size']}}\n"
+                                                   f"value: {{from_message: '{rx}'}}\n"))
+
+    log = tmp_path / "server.log"
+    log.write_text("RuntimeError: frobnicator exploded 7 " + "a" * 40 + "\n")
+    value_rule("exploded ((((a{100}){100}){100}){100})(x)")
+    line = error_line(cli("analyze", str(log), "--catalogue", str(cat), limit_as=2 << 30))
+    assert "restart.yaml:" in line and "from_message" in line and "expands to more than" in line, line
+    value_rule("(?:(?:a|aa)+)+b(x)")
+    p = cli("analyze", str(log), "--catalogue", str(cat), "--format", "json", ok=(1,), timeout=30)
+    assert json.loads(p.stdout)["findings"][0]["signature"] == "my-frobnicator-exploded"
 
 
 def test_expansion_estimate():
@@ -554,6 +593,30 @@ def test_output_symlink_is_replaced_not_followed(tmp_path, log):
     assert not out.is_symlink() and "# Triage" in out.read_text()
 
 
+@pytest.mark.parametrize("which", ["watch -o", "run -o", "run --log"])
+def test_streamed_files_replace_a_planted_symlink(tmp_path, log, which):
+    """Files written as it happens (watch/run -o, run's --log, whose default name
+    triage-run-<timestamp>.log is predictable) were opened with a plain open(): a symlink
+    planted at the name was followed and the file it points to overwritten."""
+    other = tmp_path / "precious.txt"
+    other.write_text("keep me\n")
+    target = tmp_path / ("server-copy.log" if which == "run --log" else "events.md")
+    target.symlink_to(other)
+    if which == "watch -o":
+        cli("watch", str(log), "--grace", "0.3", "--timeout", "30", "-o", str(target), ok=(1,))
+    else:
+        server = [sys.executable, "-c", f"import sys; sys.stdout.write(open({str(log)!r}).read()); sys.exit(1)"]
+        run_log = target if which == "run --log" else tmp_path / "run.log"
+        out = ["-o", str(target)] if which == "run -o" else []
+        # not cli(): run copies the server's traceback to stderr
+        p = subprocess.run([sys.executable, "-m", "triage", "run", "--log", str(run_log), "--grace", "0.3",
+                            "--timeout", "30", *out, "--", *server], capture_output=True, timeout=60)
+        assert p.returncode == 1, p.stderr
+    assert other.read_text() == "keep me\n"
+    assert not target.is_symlink()
+    assert ("ZeroDivisionError" if which == "run --log" else "# Triage") in target.read_text()
+
+
 def test_output_hard_link_to_the_input_is_refused(tmp_path, log):
     link = tmp_path / "hard.md"
     os.link(log, link)
@@ -639,7 +702,7 @@ def test_a_planted_pickle_never_runs(tmp_path, log):
     assert json.loads(cached.read_text())["signatures"]  # rewritten as JSON
 
 
-@pytest.mark.parametrize("edit", ["confidence", "pattern"])
+@pytest.mark.parametrize("edit", ["confidence", "pattern", "verbose-pattern"])
 def test_edited_cache_is_a_miss_not_a_crash(tmp_path, log, edit):
     env = _cache_env(tmp_path)
     cli("analyze", str(log), env=env, ok=(1,))
@@ -647,12 +710,16 @@ def test_edited_cache_is_a_miss_not_a_crash(tmp_path, log, edit):
     doc = json.loads(cached.read_text())
     if edit == "confidence":
         doc["signatures"][0]["spec"]["confidence"] = "very"  # fails validation
-    else:
+    elif edit == "pattern":
         for s in doc["signatures"]:
             s["spec"]["patterns"] = ["((((a{100}){100}){100}){100})"]
+    else:  # one only regex's own parser sees the size of: checked in full when it is compiled
+        for s in doc["signatures"]:
+            s["spec"]["patterns"] = ["(?x)((((a{100}) {100}) {100}) {100})"]
     cached.write_text(json.dumps(doc))
     p = cli("analyze", str(log), "--format", "json", env=env, ok=(1,), limit_as=2 << 30)
     assert first_exception(p) == "ZeroDivisionError"
+    assert json.loads(p.stdout)["findings"], "the entries were read again from their YAML"
 
 
 def test_every_catalogue_change_misses_the_cache(tmp_path):

@@ -37,14 +37,20 @@ def wrapped_chain(tokens: list[str]) -> list[str]:
 
 def secret_log() -> str:
     joined = ", ".join(EXAMPLES)
+    # a set literal in the launch settings (parsed into a Python set, which the redaction walk
+    # skipped: every secret reached the JSON report) and a config dumped as JSON inside a JSON
+    # string (`\"private_key_id\": \"...\"`: the quoted-name rules expected bare quotes)
+    env_set = "{" + ", ".join(repr(e) for e in EXAMPLES) + "}"
+    double_json = json.dumps(json.dumps({f"k{i}": e for i, e in enumerate(EXAMPLES)}))
     lines = [
-        f"[2025-01-01 00:00:00] server_args=ServerArgs(model_path='org/model', tokenizer_path='org/model', tp_size=1, {joined})",
+        f"[2025-01-01 00:00:00] server_args=ServerArgs(model_path='org/model', tokenizer_path='org/model', tp_size=1, {joined}, env={env_set})",
         "[2025-01-01 00:00:02 TP0] Scheduler hit an exception: Traceback (most recent call last):",
         '  File "/sgl/sglang/srt/managers/scheduler.py", line 10, in run_scheduler_process',
         "    scheduler.event_loop()",
         '  File "/sgl/sglang/srt/net/client.py", line 3, in connect',
         "    session.connect(config={" + ", ".join(f"'k{i}': {e!r}" for i, e in enumerate(EXAMPLES)) + "})",
         f"    locals: self=<Client>, {joined}",
+        f"    credentials_json = {double_json}",
         "RuntimeError: CUDA error: an illegal memory access was encountered while " + " ; ".join(EXAMPLES),
         *wrapped_chain(WRAPPED),
     ]
@@ -102,6 +108,9 @@ def test_the_secrets_reach_the_report_when_kept(log):
         assert r.secret in env or json.dumps(r.secret)[1:-1] in env, (r.id, "launch command")
     for t in WRAPPED:
         assert t[len(t) // 2:] + " and" in raw, "wrapped line"
+    settings_env = d["environment"]["settings"]["env"]
+    assert sorted(settings_env) == sorted(EXAMPLES), "the set literal is parsed as the set it is"
+    assert "credentials_json = " + json.dumps(json.dumps({f"k{i}": e for i, e in enumerate(EXAMPLES)})) in raw
 
 
 @pytest.mark.parametrize("fmt", ["md", "json"])

@@ -311,11 +311,12 @@ def catalogue_check(
 ) -> None:
     """Validate every entry and run every example; exit 1 on any problem."""
     from triage.commands.catalogue.check import check
+    from triage.commands.output import current
 
     s = _start(ctx, quiet, verbose)
     dirs = [str(directory)] if directory is not None else None
     problems, summary = check(dirs, s.catalogues(catalogue), verbose=not quiet)
-    sys.stdout.write(summary)
+    current().write(summary)  # file names and messages from a catalogue: the terminal filter too
     raise typer.Exit(1 if problems else 0)
 
 

@@ -97,7 +97,7 @@ def read_cache(path: Path) -> Catalogue | None:
         for s in doc["signatures"]:
             spec = SignatureSpec.model_validate(s["spec"])
             for p in spec.patterns:
-                check_expansion(p)  # what the YAML loader checks, checked again: the file may be edited
+                check_expansion(p, parse=False)  # the file may be edited; compiling checks again, in full
             cat.signatures[spec.id] = Signature(spec, str(s["path"]))
         for w in doc["workarounds"]:
             wspec = WorkaroundSpec.model_validate(w["spec"])

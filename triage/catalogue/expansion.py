@@ -5,11 +5,20 @@ and nesting multiplies (`((((a{100}){100}){100}){100})` asked for 23 GB before t
 The estimate below multiplies the counts of nested repeats over the size of what they repeat,
 so such a pattern is refused before `regex.compile` ever sees it. It is deliberately rough
 (every literal, class or escape is one unit; alternatives add up) and errs on the large side.
+
+A reading of the source alone can disagree with `regex` about where a class, a comment or a
+quantifier ends (`[[]` is a one-character class in V0 syntax; `(?#\\)` does not end at the
+escaped parenthesis; in verbose mode `(a{100}) {100}` repeats the group), and every such
+disagreement hid a pattern of any size. So the estimate is the larger of that reading and a walk
+over the tree `regex`'s own parser builds (parsing is linear in the source; only compiling
+unrolls): the tree is what will be compiled, however the source spells it.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
+from typing import Any
 
 # Compiled patterns of the built-in catalogue stay below a few hundred units; 100,000 units
 # compile in about 40 MB and 0.1 s, so the limit costs nobody a real pattern.
@@ -122,9 +131,64 @@ def expanded_units(p: str, cap: int = MAX_UNITS) -> int:
     return sum(f[0] + f[1] for f in stack)
 
 
-def check_expansion(p: str, limit: int = MAX_UNITS) -> None:
-    """Raise PatternTooLarge when `p` would compile to more than `limit` units."""
+def _parse_tree(p: str) -> Any | None:
+    """The tree `regex.compile(p, regex.V0)` would compile, from `regex`'s own parser; None when
+    the parser refuses the pattern (compiling then raises the same error) or is not available."""
+    try:  # the parser regex.compile itself runs (private, hence untyped: Any)
+        core: Any = importlib.import_module("regex._regex_core")
+    except ImportError:  # pragma: no cover - another regex build
+        return None
+    flags = core.VERSION0
+    for _ in range(4):  # an inline global flag, e.g. (?x) anywhere, restarts the parse with it
+        source = core.Source(p)
+        info = core.Info(flags, source.char_type, {})
+        source.ignore_space = bool(info.flags & core.VERBOSE)
+        try:
+            return core._parse_pattern(source, info)
+        except core._UnscopedFlagSet:
+            flags = info.global_flags
+        except RecursionError:
+            raise
+        except Exception:  # noqa: BLE001 - an invalid pattern: regex.compile reports it
+            return None
+    return None
+
+
+def _tree_units(tree: Any, cap: int) -> int:
+    """Units of a parsed pattern: a counted repeat multiplies what it repeats (iteratively: the
+    tree is as deep as the pattern's nesting)."""
+    sizes: dict[int, int] = {}
+    todo: list[tuple[Any, bool]] = [(tree, False)]
+    while todo:
+        node, done = todo.pop()
+        kids = [getattr(node, a) for a in ("subpattern", "yes_item", "no_item") if getattr(node, a, None) is not None]
+        for a in ("items", "branches"):
+            kids.extend(k for k in (getattr(node, a, None) or ()) if hasattr(k, "__dict__"))
+        if not done:
+            todo.append((node, True))
+            todo.extend((k, False) for k in kids)
+            continue
+        inner = sum(sizes.get(id(k), 1) for k in kids)
+        if hasattr(node, "min_count"):  # GreedyRepeat, LazyRepeat, PossessiveRepeat
+            size = max(1, inner) * max(node.min_count or 0, node.max_count or 0, 1)
+        else:
+            size = max(1, inner, len(getattr(node, "characters", ())))
+        sizes[id(node)] = min(size, cap + 1)
+    return sizes.get(id(tree), 1)
+
+
+def check_expansion(p: str, limit: int = MAX_UNITS, parse: bool = True) -> None:
+    """Raise PatternTooLarge when `p` would compile to more than `limit` units. With
+    parse=False only the source is read (40x cheaper): for specs read back from the cache,
+    whose patterns get the full check when they are compiled (load.compile_pattern)."""
     units = expanded_units(p, limit)
+    if units <= limit and parse:
+        try:
+            tree = _parse_tree(p)
+        except RecursionError:
+            raise PatternTooLarge("pattern nests groups too deeply to compile") from None
+        if tree is not None:
+            units = max(units, _tree_units(tree, limit))
     if units > limit:
         raise PatternTooLarge(f"pattern expands to more than {limit:,} units when compiled "
                               "(nested or very large counted repeats such as (a{100}){100}); write it without them")

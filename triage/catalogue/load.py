@@ -38,7 +38,13 @@ class Signature:
     @property
     def patterns(self) -> list[regex.Pattern[str]]:
         if self._compiled is None:
-            self._compiled = [compile_pattern(p) for p in self.spec.patterns]
+            try:
+                self._compiled = [compile_pattern(p) for p in self.spec.patterns]
+            except PatternTooLarge:
+                # only a spec from an edited cache gets here (the YAML loader compiled them all,
+                # the cache reader checks the source only): the entry's own file decides
+                fresh = load_signature(Path(self.path))
+                self.spec, self._compiled = fresh.spec, fresh.patterns
         return self._compiled
 
     def __getstate__(self) -> dict:
@@ -170,7 +176,10 @@ def _format_validation(path: Path, node: yaml.Node | None, err: ValidationError)
 
 def compile_pattern(p: str) -> regex.Pattern[str]:
     check_expansion(p)  # before regex sees it: compiling unrolls counted repeats
-    return regex.compile(p, regex.V0)
+    try:
+        return regex.compile(p, regex.V0)
+    except RecursionError:  # regex's parser and compiler recurse once per nested group
+        raise PatternTooLarge("pattern nests groups too deeply to compile") from None
 
 
 def load_signature(path: Path) -> Signature:

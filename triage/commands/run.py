@@ -33,6 +33,7 @@ from triage.commands.watch import (
     open_output,
 )
 from triage.core.errors import EXIT_FAILURE, EXIT_TIMEOUT, TriageError
+from triage.core.output import open_stream
 
 STOP_WAIT = 10.0  # seconds a server gets to stop after SIGTERM before SIGKILL
 EXIT_AFTER_FAILURE_WAIT = 5.0  # a crashed server usually exits within a second; wait this long for it
@@ -216,7 +217,7 @@ def run_command(command: list[str], log_path: str | None, opts: WatchOptions) ->
     if os.path.isdir(path):
         raise TriageError(f"--log {path}: is a directory")
     try:
-        log = open(path, "wb", buffering=0)  # noqa: SIM115 - lives as long as the server
+        log = open_stream(path, "wb", buffering=0)  # lives as long as the server; never through a symlink
     except OSError as e:
         raise TriageError(f"--log {path}: cannot write ({e.strerror or e})") from None
     note(f"logging to {path}")

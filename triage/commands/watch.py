@@ -436,11 +436,11 @@ def open_output(output: str | None, *inputs: str) -> Iterator[IO[str] | None]:
         return
     from pathlib import Path
 
-    from triage.core.output import refuse_inputs
+    from triage.core.output import open_stream, refuse_inputs
 
     refuse_inputs(Path(output), list(inputs))  # by path and by identity (a hard link to the log)
     try:
-        fh = open(output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+        fh = open_stream(output, "w", encoding="utf-8")  # a symlink there is replaced, not followed
     except OSError as e:
         raise TriageError(f"--output {output}: cannot write ({e.strerror or e})") from None
     with fh:

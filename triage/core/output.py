@@ -8,6 +8,11 @@
   A symlink given as the output is replaced by the report, its target is left alone.
 - Anything else that exists (/dev/null, /dev/stdout, a FIFO, a terminal) is written to as a
   stream: renaming a file over /dev/null would replace the device node itself.
+- A file written as it happens (`watch -o`, `run -o`, `run --log` and its attempt logs) cannot
+  be renamed into place at the end, so `open_stream` opens the name itself without following a
+  symlink: a symlink there is replaced by a new file (created exclusively), a regular file is
+  truncated, a device or FIFO is written to. A plain open() followed a symlink planted at the
+  name (a predictable `triage-run-<timestamp>.log` in a shared directory) onto any file.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import IO, Any
 
 from triage.core.errors import TriageError
 
@@ -75,3 +81,35 @@ def _replace(data: bytes, output: Path) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def open_stream(path: str | Path, mode: str = "wb", **kw: Any) -> IO[Any]:
+    """`path` opened for writing from the start (os.fdopen's `mode` and keywords), never through
+    a symlink (see the module doc)."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    for _ in range(8):  # a name that comes and goes between the checks: look again
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        try:
+            if st is None:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | nofollow | cloexec, 0o666)
+            elif stat.S_ISLNK(st.st_mode):
+                os.unlink(path)  # replaced, not followed
+                continue
+            elif stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(21, "Is a directory")
+            elif stat.S_ISREG(st.st_mode):
+                fd = os.open(path, os.O_WRONLY | os.O_TRUNC | nofollow | cloexec)
+            else:  # /dev/null, a FIFO, a terminal: a stream
+                fd = os.open(path, os.O_WRONLY | nofollow | cloexec)
+        except FileExistsError:
+            continue
+        except FileNotFoundError:
+            if st is None:
+                raise
+            continue
+        return os.fdopen(fd, mode, **kw)
+    raise OSError(f"{path}: keeps changing while it is opened")

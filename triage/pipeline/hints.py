@@ -41,6 +41,10 @@ _FLAG_SLOT = re.compile(r"--[a-z][a-z0-9-]*")
 _TEMPLATE_SLOT = r"\\\{[^}]*\\\}|%[sdfr]|%\\\.\d+f"
 _EXCEPTION_NAME = re.compile(r"^(?:[A-Za-z_][\w.]{0,100}(?:Error|Exception|Warning)): ")
 MIN_PREFIX = 24  # characters of a known message a cut-off line must keep to be recognised
+# What fills a template's slot ({tp_size}, %s): a value, never a flag or a shell construct. A slot
+# that took any text let "Got tp_size=8 --trust-remote-code --model-path evil/m; please use
+# --tp-size 1." pass for the engine's own message, with --trust-remote-code read from it.
+_SLOT_VALUE = r"(?:(?!--)[^`$|;&<>\n\\]){0,60}?"
 
 
 def _norm(text: str) -> str:
@@ -61,24 +65,38 @@ def _items() -> list[tuple[str, str, str]]:
 
 
 def _matcher(text: str) -> re.Pattern[str]:
-    return re.compile(".*?".join(re.split(_TEMPLATE_SLOT, re.escape(text))))
+    return re.compile(_SLOT_VALUE.join(re.split(_TEMPLATE_SLOT, re.escape(text))))
+
+
+def _related(flag: str, known: str) -> bool:
+    """`flag` can be another version's spelling of `known` (--cuda-graph-max-bs for
+    --cuda-graph-max-bs-decode, a flag cut off by the log): the same name, one a prefix of the
+    other, or most of their words shared. An unrelated flag in a known wording is forged advice."""
+    if flag == known or known.startswith(flag) or flag.startswith(known):
+        return True
+    a, b = set(flag[2:].split("-")), set(known[2:].split("-"))
+    return len(a & b) >= max(2, (min(len(a), len(b)) + 1) // 2)
+
+
+def _same_flags(line: list[str], known: list[str]) -> bool:
+    return len(line) <= len(known) and all(_related(f, k) for f, k in zip(line, known, strict=False))
 
 
 @lru_cache(maxsize=1)
-def _known() -> list[tuple[re.Pattern[str], re.Pattern[str], str, str, str]]:
-    """(exact matcher, matcher with any flag names, literal shape, engine, source) per known item."""
+def _known() -> list[tuple[re.Pattern[str], re.Pattern[str], str, list[str], str, str]]:
+    """(exact matcher, matcher with any flag names, literal shape, its flags, engine, source) per known item."""
     out = []
     for eng, text, source in _items():
         norm = _norm(text)
         shape = _FLAG_SLOT.sub("--flag", norm)
-        out.append((_matcher(norm), _matcher(shape), shape, eng, source))
+        out.append((_matcher(norm), _matcher(shape), shape, _FLAG_SLOT.findall(norm), eng, source))
     return out
 
 
 def cite(text: str, engine: str | None) -> str | None:
     """The engine source file that prints exactly this hint, if known."""
     norm = _norm(text)
-    for rx, _shape_rx, _shape, eng, source in _known():
+    for rx, _shape_rx, _shape, _flags, eng, source in _known():
         if (engine is None or eng == engine) and rx.fullmatch(norm):
             return source
     return None
@@ -90,12 +108,16 @@ def recognised(text: str, engine: str | None) -> bool:
     An exception's name in front (`RuntimeError: <hint>`) is how Python prints a raised hint."""
     norm = _norm(_EXCEPTION_NAME.sub("", text.strip(), count=1))
     shape = _FLAG_SLOT.sub("--flag", norm)
-    for rx, shape_rx, literal, eng, _source in _known():
+    flags = _FLAG_SLOT.findall(norm)
+    for rx, shape_rx, literal, known_flags, eng, _source in _known():
         if engine is not None and eng != engine:
             continue
-        if rx.fullmatch(norm) or shape_rx.fullmatch(shape):
+        if rx.fullmatch(norm):
             return True
-        if len(shape) >= MIN_PREFIX and "{" not in literal[: len(shape)] and literal.startswith(shape):
+        # another spelling of the message's flags, or the message cut off: its flags must be
+        # spellings of the message's own, not any flag put into a known wording
+        if (shape_rx.fullmatch(shape) or (len(shape) >= MIN_PREFIX and "{" not in literal[: len(shape)]
+                                          and literal.startswith(shape))) and _same_flags(flags, known_flags):
             return True
     return False
 

@@ -166,12 +166,18 @@ def _number(v: float, like: object) -> str:
     return f"{v:.2f}".rstrip("0").rstrip(".") if not float(v).is_integer() else str(int(v))
 
 
+FROM_MESSAGE_TIMEOUT = 0.5  # seconds, as for one catalogue pattern on one line
+
+
 def computed_value(rule: ValueRule | None, settings: dict[str, Any], text: str) -> tuple[str, str] | None:
     """(value, why) for a workaround's flag, from the failure's own words or the running value."""
     if rule is None:
         return None
     if rule.from_message:
-        m = regex.search(rule.from_message, text)
+        try:  # a catalogue's regex on log text: bounded like the signature patterns (match.py)
+            m = regex.search(rule.from_message, text, timeout=FROM_MESSAGE_TIMEOUT)
+        except TimeoutError:
+            m = None
         if m:
             return m.group(1), "the value the error message states"
     if rule.from_setting:

@@ -163,7 +163,7 @@ RULES: list[SecretRule] = [
         Wrap(r"\bAIza", r"[\w-]", (35,))),
     SecretRule(
         "gcp-private-key-id", "", ("private_key_id",),
-        r"(?i)(?P<keep>private_key_id['\"]?\s*[=:]\s*['\"]?)[A-Za-z0-9]{16,}",
+        r"(?i)(?P<keep>private_key_id(?:\\{0,3}['\"])?\s*[=:]\s*(?:\\{0,3}['\"])?)[A-Za-z0-9]{16,}",
         '{{"type": "service_account", "private_key_id": "{s}"}}', _hex(40), '"private_key_id": ""'),
     SecretRule(
         "jwt", "jwt", ("eyj",),
@@ -228,8 +228,9 @@ RULES: list[SecretRule] = [
         "running: wandb login --relogin {s}", _hex(40), "wandb login succeeded for user acme"),
     SecretRule(
         "secret-setting-quoted", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
-        rf"(?i)(?P<keep>(?:\b|(?<=_)){SECRET_WORD}['\"]?\s*[=:]\s*\[?\s*(?P<q>['\"]))(?!(?P=q))"
-        r"(?!(?:None|null|True|False)(?P=q))(?!<\|?/?[\w.-]{0,40}\|?>(?P=q)|\[[A-Z]{1,10}\](?P=q))[^'\"\n]{1,1024}(?=(?P=q))",
+        rf"(?i)(?P<keep>(?:\b|(?<=_)){SECRET_WORD}(?:\\{{0,3}}['\"])?\s*[=:]\s*\[?\s*\\{{0,3}}(?P<q>['\"]))(?!\\{{0,3}}(?P=q))"
+        r"(?!(?:None|null|True|False)\\{0,3}(?P=q))(?!<\|?/?[\w.-]{0,40}\|?>(?P=q)|\[[A-Z]{1,10}\](?P=q))"
+        r"[^'\"\n]{1,1024}?(?=\\{0,3}(?P=q))",
         "server_args=ServerArgs(model_path='m', api_key='{s}', tp_size=8)", "reprKey8c1d2e3f",
         "ServerArgs(tokenizer_path='org/model', eos_token='</s>', hf_token=None)"),
     SecretRule(
@@ -239,7 +240,7 @@ RULES: list[SecretRule] = [
         "max_prefill_tokens=16384 password=None token=8192"),
     SecretRule(
         "secret-name-value", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
-        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=[_-]))(?:api[ _-]?key|{SECRET_WORD})['\"]?[ \t]*:[ \t]*['\"]?)"
+        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=[_-]))(?:api[ _-]?key|{SECRET_WORD})(?:\\{{0,3}}['\"])?[ \t]*:[ \t]*(?:\\{{0,3}}['\"])?)"
         rf"{NOT_SECRET_VALUE}[^\s'\",}}]{{4,}}",
         "config loaded: password: {s}", "Tr0ub4dor&3x", "#new-token: 8192, token usage: 0.50, #cached-token: 0"),
     SecretRule(
@@ -250,7 +251,7 @@ RULES: list[SecretRule] = [
     # alone is not enough: `cache_key`, `sort_key`); gitleaks gates its generic rule the same way
     SecretRule(
         "key-setting", "generic-api-key", ("key",),
-        r"(?i)(?P<keep>(?<=[a-z0-9_-])key['\"]?\s*[=:]\s*['\"]?)"
+        r"(?i)(?P<keep>(?<=[a-z0-9_-])key(?:\\{0,3}['\"])?\s*[=:]\s*(?:\\{0,3}['\"])?)"
         r"(?=[A-Za-z0-9_+/-]{0,200}\d)(?=[A-Za-z0-9_+/-]{0,200}[A-Za-z])[A-Za-z0-9_+/-]{16,200}={0,2}(?![\w.=])",
         "settings: wandb_key: {s}", _hex(40), "cache_key=layer_0_attn_k_cache rope_key=default",
         entropy=3.5),

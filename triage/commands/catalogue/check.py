@@ -18,6 +18,7 @@ from triage.catalogue.flags import flag_index, flag_name
 from triage.catalogue.load import Catalogue, Signature, builtin_dirs, line_with, load_catalogue, load_roots
 from triage.core.errors import CatalogueError
 from triage.core.lazyre import lazy_regex
+from triage.core.terminal import one_line
 
 # Nested quantifiers such as (a+)+ or (\w*)* and adjacent unbounded wildcards: the shapes
 # that make backtracking engines explode.
@@ -214,8 +215,8 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
         n_examples, ex_problems = _run_examples(cat)
         problems.extend(ex_problems)
     lines = []
-    for path, msg in problems:
-        lines.append(f"FAIL {msg if msg.startswith(path) else f'{path}: {msg}'}")
+    for path, msg in problems:  # one line each: a newline in a file name cannot forge another
+        lines.append(one_line(f"FAIL {msg if msg.startswith(path) else f'{path}: {msg}'}"))
     if verbose:
         rejects = hyperscan_rejects(cat)
         if rejects:

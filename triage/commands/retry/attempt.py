@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from triage.commands.run import Server, exit_status, supervise
 from triage.commands.watch import Printer, Ready, Watcher, WatchOptions, failure_note, note
 from triage.core.errors import EXIT_FAILURE, EXIT_TIMEOUT, TriageError
+from triage.core.output import open_stream
 
 if TYPE_CHECKING:
     from triage.catalogue.load import Catalogue
@@ -88,7 +89,7 @@ def run_attempt(rec: AttemptRecord, opts: WatchOptions, out: AttemptPrinter, gua
     if os.path.isdir(rec.log):
         raise TriageError(f"--log {rec.log}: is a directory")
     try:
-        log = open(rec.log, "wb", buffering=0)  # noqa: SIM115 - lives as long as the server
+        log = open_stream(rec.log, "wb", buffering=0)  # lives as long as the server; never through a symlink
     except OSError as e:
         raise TriageError(f"--log {rec.log}: cannot write ({e.strerror or e})") from None
     server: Server | None = None

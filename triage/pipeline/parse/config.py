@@ -106,10 +106,35 @@ def split_top(text: str) -> list[str]:
     return parts
 
 
+class _NotPlain(ValueError):
+    pass
+
+
+def _plain(v: Any) -> Any:
+    """A literal as plain data (what a report can hold): a set becomes a list, bytes text; an
+    Ellipsis (a truncated repr: `tokenizer=...`) or a complex number is not plain (the report's
+    JSON could not be written: an internal error)."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, (list, tuple)):
+        return type(v)(_plain(x) for x in v)
+    if isinstance(v, (set, frozenset)):
+        return sorted((_plain(x) for x in v), key=repr)
+    if isinstance(v, dict):
+        return {(k if isinstance(k, str) else str(_plain(k))): _plain(x) for k, x in v.items()}
+    raise _NotPlain(type(v).__name__)
+
+
+def _literal(raw: str) -> Any:
+    return _plain(ast.literal_eval(raw))
+
+
 def _value(raw: str) -> Any:
     raw = raw.strip()
     try:
-        return ast.literal_eval(raw)
+        return _literal(raw)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return raw
 
@@ -128,7 +153,7 @@ def _parse_kv(body: str) -> dict[str, Any]:
 
 def _parse_dict(body: str) -> dict[str, Any]:
     try:
-        d = ast.literal_eval("{" + body + "}")
+        d = _literal("{" + body + "}")
         if isinstance(d, dict):
             return {str(k): v for k, v in d.items()}
     except (ValueError, SyntaxError, MemoryError, RecursionError):
