@@ -8,7 +8,6 @@ in which logs, and when it was first and last seen.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -125,7 +124,3 @@ def summary_markdown(s: Summary) -> str:
     for path, err in s.errors.items():
         out.append(f"- could not analyse {inline(path)}: {inline(err)}")
     return "\n".join(out) + "\n"
-
-
-def summary_dict(s: Summary) -> dict[str, Any]:
-    return s.model_dump(mode="json")
