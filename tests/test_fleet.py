@@ -152,14 +152,14 @@ def test_server_is_the_parent_directory_or_the_name_at_the_top():
 
 def test_driver_memory_does_not_grow_with_logs(tmp_path):
     from triage.commands.fleet.board import Tally
-    from triage.pipeline.analyze import analyze
+    from triage.pipeline.analyze import analyze_file
 
     log = tmp_path / "n" / "serve.log"
     log.parent.mkdir()
     log.write_text("[2026-11-10 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
                    '  File "/x/sglang/srt/managers/scheduler.py", line 1, in run\n    f()\n'
                    "ZeroDivisionError: boom\n")
-    rep = analyze(str(log), worker.catalogue(()))
+    rep = analyze_file(str(log), worker.catalogue(()))
     sizes = []
     for n in (10, 1000):
         t = Tally()

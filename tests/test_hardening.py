@@ -392,17 +392,17 @@ def test_mixed_crlf_and_lf_give_the_lf_result(tmp_path, name):
 
 
 def test_crlf_every_fixture_in_process(catalogue):
-    from triage.pipeline.analyze import analyze
+    from triage.pipeline.analyze import analyze_file
     from triage.render.json_out import render_json
 
     for f in sorted(FIXTURES.glob("*.log")):
         data = f.read_bytes()
-        want = _strip_source(json.loads(render_json(analyze(str(f), catalogue))))
+        want = _strip_source(json.loads(render_json(analyze_file(str(f), catalogue))))
         for every in (1, 3):
             with tempfile.NamedTemporaryFile(suffix=".log") as fh:
                 fh.write(_crlf(data, every))
                 fh.flush()
-                got = _strip_source(json.loads(render_json(analyze(fh.name, catalogue))))
+                got = _strip_source(json.loads(render_json(analyze_file(fh.name, catalogue))))
             assert got == want, (f.name, every)
 
 

@@ -72,7 +72,7 @@ def test_the_library_draws_no_progress_line_the_cli_asks_for_one(tmp_path, monke
     for asked in (False, True):
         term = _Terminal()
         monkeypatch.setattr(sys, "stderr", term)
-        report = pipeline.analyze(str(log), cat, pipeline.Options(workers=1, progress=asked))
+        report = pipeline.analyze_file(str(log), cat, pipeline.Options(workers=1, progress=asked))
         monkeypatch.undo()
         monkeypatch.setattr(progress, "MIN_BYTES", 1)
         assert report.failures[0].exception == "RuntimeError"

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from triage.catalogue.load import Catalogue
 from triage.core.models import Finding, Report
-from triage.pipeline.analyze import Options, analyze
+from triage.pipeline.analyze import Options, analyze_file
 
 # Set in each pool worker by _init_worker (the parent never sets it), inherited through fork.
 _worker: tuple[Catalogue, Options] | None = None
@@ -52,7 +52,7 @@ def _one(path: str, cat: Catalogue, opts: Options) -> tuple[str, Report | None, 
     from triage.core.errors import TriageError
 
     try:
-        return path, analyze(path, cat, opts), None
+        return path, analyze_file(path, cat, opts), None
     except TriageError as e:
         return path, None, str(e)
 

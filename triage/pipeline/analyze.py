@@ -197,9 +197,10 @@ def _order_failures(report: Report) -> None:
     report.findings.sort(key=finding_rank(report.failures))
 
 
-def analyze(path: str, catalogue: Catalogue | None = None, options: Options | None = None,
-            extra_catalogues: list[str] | None = None) -> Report:
-    """Analyse one log file (or `-` for stdin); the same Report the CLI renders."""
+def analyze_file(path: str, catalogue: Catalogue | None = None, options: Options | None = None,
+                 extra_catalogues: list[str] | None = None) -> Report:
+    """Analyse one log file (or `-` for stdin): the stages over it, no redaction. The library's
+    `triage.analyze` and the `analyze` command go through commands/analyze.analyze_logs."""
     cat = catalogue or load_catalogue(extra_catalogues)
     opts = options or Options()
     res = scan_source(path, cat, opts)
