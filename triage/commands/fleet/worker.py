@@ -40,9 +40,10 @@ class Job:
     prefer_hyperscan: bool = True
 
 
-def catalogue(dirs: tuple[str, ...]) -> Catalogue:
-    """The catalogue, loaded once per process (a forked pool inherits the driver's)."""
-    cat = _CATALOGUES.get(dirs)
+def catalogue(dirs: tuple[str, ...], fresh: bool = False) -> Catalogue:
+    """The catalogue, loaded once per process (a forked pool inherits the driver's); `fresh`:
+    load it again (the driver, at the start of each run)."""
+    cat = None if fresh else _CATALOGUES.get(dirs)
     if cat is None:
         cat = _CATALOGUES[dirs] = load_catalogue(list(dirs))
     return cat
