@@ -206,14 +206,14 @@ def test_server_is_the_parent_directory_or_the_name_at_the_top():
 
 def test_driver_memory_does_not_grow_with_logs(tmp_path):
     from triage.commands.fleet.board import Tally
-    from triage.pipeline.analyze import analyze
+    from triage.pipeline.analyze import analyze_file
 
     log = tmp_path / "n" / "serve.log"
     log.parent.mkdir()
     log.write_text("[2026-11-10 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
                    '  File "/x/sglang/srt/managers/scheduler.py", line 1, in run\n    f()\n'
                    "ZeroDivisionError: boom\n")
-    rep = analyze(str(log), worker.catalogue(()))
+    rep = analyze_file(str(log), worker.catalogue(()))
     sizes = []
     for n in (10, 1000):
         t = Tally()
@@ -305,3 +305,24 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         with pytest.raises(TriageError) as e:
             run_fleet(source, FleetOptions(since=parse_since(since) if since else None, jobs=1))
         assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_second_run_in_one_process_sees_an_edited_catalogue(tmp_path):
+    """The driver's catalogue is loaded afresh for each run: an extra signature added between
+    two runs in one process (a notebook, a service) is used by the second."""
+    from hostile_catalogue import SIG, WK
+
+    logs = tmp_path / "archive" / "node00"
+    logs.mkdir(parents=True)
+    (logs / "server.log").write_text("[2025-01-01 00:00:00] ERROR RuntimeError: frobnicator exploded at step 3\n")
+    cat = tmp_path / "cat"
+    (cat / "signatures").mkdir(parents=True)
+    (cat / "workarounds").mkdir()
+    opts = FleetOptions(jobs=1, catalogue_dirs=[str(cat)])
+    before = run_fleet(str(tmp_path / "archive"), opts)
+    (cat / "workarounds" / "restart.yaml").write_text(WK)
+    (cat / "signatures" / "frob.yaml").write_text(SIG.format(pattern=r"frobnicator exploded at step \d+",
+                                                             example="at step 3"))
+    after = run_fleet(str(tmp_path / "archive"), opts)
+    assert "my-frobnicator-exploded" not in before.groups
+    assert "my-frobnicator-exploded" in after.groups, list(after.groups)

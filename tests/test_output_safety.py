@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from triage.core.terminal import printable
 
@@ -29,9 +29,12 @@ BAD = ("\x1b", "\x9b", "\x90", "\x07", "\u202e", "\u202c", "\u2066", "\u2069")
 
 
 def triage(*args: str, ok: tuple[int, ...] = (0, 1, 2), stdin: str | None = None, cwd: Path | None = None,
-           timeout: float = 120) -> subprocess.CompletedProcess:
-    p = subprocess.run([sys.executable, "-m", "triage", *args], capture_output=True, text=True, timeout=timeout,
-                       input=stdin, cwd=cwd, env={**os.environ, "TRIAGE_NO_CACHE": "1", "TRIAGE_DEBUG": ""})
+           ) -> subprocess.CompletedProcess:
+    """`triage ARGS` in this process (conftest.run_cli: the entry point's error handling, bytes
+    through pipes' encodings), its output as text."""
+    p = run_cli(*args, stdin=None if stdin is None else stdin.encode(), cwd=cwd,
+                env={"TRIAGE_NO_CACHE": "1", "TRIAGE_DEBUG": ""})
+    p = subprocess.CompletedProcess(p.args, p.returncode, p.stdout.decode(), p.stderr.decode())
     assert p.returncode in ok, (p.returncode, p.stderr[-2000:])
     return p
 

@@ -6,6 +6,7 @@ the behaviour at scale is measured by benchmarks/bench_hostile.py, not by timed 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import gzip
 import json
 import os
@@ -18,6 +19,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 TRACEBACK = "Traceback (most recent call last)"
 CRASH = (
@@ -30,18 +32,54 @@ CRASH = (
 
 
 def cli(*args: str, timeout: float = 60, stdin: bytes | None = None, ok: tuple[int, ...] = (0, 1, 2),
-        env: dict[str, str] | None = None, limit_as: int | None = None, **kw) -> subprocess.CompletedProcess:  # noqa: ANN003
-    """`python -m triage ...`: never a traceback, never a hang, a documented exit code."""
-    def cap() -> None:
-        if limit_as:
-            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+        env: dict[str, str] | None = None, limit_as: int | None = None,
+        process: bool = False) -> subprocess.CompletedProcess:
+    """`triage ...`: never a traceback, never a hang, a documented exit code.
 
-    p = subprocess.run([sys.executable, "-m", "triage", *args], input=stdin, capture_output=True, timeout=timeout,
-                       env={**os.environ, "TRIAGE_DEBUG": "", **(env or {})}, preexec_fn=cap, **kw)
+    In this process (the entry point's own error handling, see conftest.run_cli), unless the
+    case needs a process of its own: `limit_as` (an address-space cap, for inputs that would
+    exhaust memory if a check regressed) or `process` (an input that would read or block for
+    ever, where only a child can be ended by the timeout). A hang in process ends the run with
+    every thread's stack, after a margin wide enough for a loaded machine."""
+    env = {"TRIAGE_DEBUG": "", **(env or {})}
+    if limit_as or process:
+        def cap() -> None:
+            if limit_as:
+                resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+        p = subprocess.run([sys.executable, "-m", "triage", *args], input=stdin, capture_output=True,
+                           timeout=timeout, env={**os.environ, **env}, preexec_fn=cap)
+    else:
+        faulthandler.dump_traceback_later(max(4 * timeout, 300), exit=True)
+        try:
+            p = run_cli(*args, stdin=stdin, env=env)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
     err = p.stderr.decode("utf-8", "replace")
     assert TRACEBACK not in err and "internal error" not in err, err
     assert p.returncode in ok, (p.returncode, err)
     return p
+
+
+@contextlib.contextmanager
+def unblocked(fifo: Path, after: float = 20.0):  # noqa: ANN201
+    """Run a command in process on a FIFO that no one writes to: if the command wrongly opens
+    it (and would wait for ever), a writer opens it after `after` seconds so that the command
+    returns and the test fails on its assertions instead of hanging the suite."""
+    done = threading.Event()
+
+    def rescue() -> None:
+        if not done.wait(after):
+            with contextlib.suppress(OSError), open(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK), "wb"):
+                pass
+
+    t = threading.Thread(target=rescue, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join(5)
 
 
 def error_line(p: subprocess.CompletedProcess) -> str:
@@ -76,7 +114,8 @@ def test_process_substitution(log):
 
 
 def test_dev_stdin_from_a_pipe(log):
-    p = cli("analyze", "/dev/stdin", "--format", "json", stdin=log.read_bytes(), ok=(1,))
+    # a process of its own: /dev/stdin is file descriptor 0, which a test cannot swap in process
+    p = cli("analyze", "/dev/stdin", "--format", "json", stdin=log.read_bytes(), ok=(1,), process=True)
     assert first_exception(p) == "ZeroDivisionError"
     assert json.loads(p.stdout)["lines"] == 5
 
@@ -101,7 +140,7 @@ def test_fifo_with_a_writer(tmp_path):
 def test_character_device_is_refused(device):
     if not os.path.exists(device):
         pytest.skip(f"no {device}")
-    line = error_line(cli("analyze", device, timeout=30))
+    line = error_line(cli("analyze", device, timeout=30, process=device == "/dev/zero"))  # read for ever
     assert device in line and "device" in line
 
 
@@ -159,14 +198,15 @@ def both_refuse(cat: Path, log: Path, says: str, where: str, **kw) -> None:  # n
 def test_catalogue_symlink_to_dev_zero(tmp_path, log):
     cat, sig = make_cat(tmp_path)
     sig.symlink_to("/dev/zero")
-    both_refuse(cat, log, "not a regular file", "frob.yaml:1:")
+    both_refuse(cat, log, "not a regular file", "frob.yaml:1:", process=True)  # read for ever
 
 
 def test_catalogue_fifo_named_yaml(tmp_path, log):
     """No writer ever opens it: the load must not wait for one."""
     cat, sig = make_cat(tmp_path)
     os.mkfifo(sig)
-    both_refuse(cat, log, "not a regular file", "frob.yaml:1:")
+    with unblocked(sig):
+        both_refuse(cat, log, "not a regular file", "frob.yaml:1:")
 
 
 def test_catalogue_symlink_to_a_huge_file(tmp_path, log):
@@ -371,12 +411,13 @@ def test_watch_fifo_returns(tmp_path):
     """`triage watch FIFO --timeout 3` used to block in open() for ever: refused at once."""
     fifo = tmp_path / "server.fifo"
     os.mkfifo(fifo)
-    line = error_line(cli("watch", str(fifo), "--timeout", "3", timeout=30))
+    with unblocked(fifo):
+        line = error_line(cli("watch", str(fifo), "--timeout", "3", timeout=30))
     assert "FIFO" in line
 
 
 def test_watch_device_returns():
-    line = error_line(cli("watch", "/dev/zero", "--timeout", "3", timeout=30))
+    line = error_line(cli("watch", "/dev/zero", "--timeout", "3", timeout=30, process=True))  # read for ever
     assert "device" in line
 
 
@@ -717,7 +758,8 @@ def test_edited_cache_is_a_miss_not_a_crash(tmp_path, log, edit):
         for s in doc["signatures"]:
             s["spec"]["patterns"] = ["(?x)((((a{100}) {100}) {100}) {100})"]
     cached.write_text(json.dumps(doc))
-    p = cli("analyze", str(log), "--format", "json", env=env, ok=(1,), limit_as=2 << 30)
+    # the catastrophic patterns under a 2 GB cap, in a child: compiling one would exhaust memory
+    p = cli("analyze", str(log), "--format", "json", env=env, ok=(1,), limit_as=2 << 30 if edit == "pattern" else None)
     assert first_exception(p) == "ZeroDivisionError"
     assert json.loads(p.stdout)["findings"], "the entries were read again from their YAML"
 

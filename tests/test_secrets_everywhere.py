@@ -10,12 +10,12 @@ With --no-redact the same secrets do reach the report, so each check is a real o
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from triage.pipeline.secret_rules import RULES
 
@@ -75,9 +75,11 @@ def leaks(text: str) -> list[str]:
     return found
 
 
-def triage(*args: str, ok: tuple[int, ...] = (1,), timeout: float = 120) -> subprocess.CompletedProcess:
-    p = subprocess.run([sys.executable, "-m", "triage", *args], capture_output=True, text=True, timeout=timeout,
-                       env={**os.environ, "TRIAGE_NO_CACHE": "1", "TRIAGE_DEBUG": ""})
+def triage(*args: str, ok: tuple[int, ...] = (1,)) -> subprocess.CompletedProcess:
+    """`triage ARGS` in this process (conftest.run_cli: the entry point's error handling, bytes
+    through pipes' encodings), its output as text."""
+    p = run_cli(*args, env={"TRIAGE_NO_CACHE": "1", "TRIAGE_DEBUG": ""})
+    p = subprocess.CompletedProcess(p.args, p.returncode, p.stdout.decode(), p.stderr.decode())
     assert "Traceback (most recent" not in p.stderr.replace("Scheduler hit an exception: Traceback (most recent", "")
     assert p.returncode in ok, (p.returncode, p.stderr[-2000:])
     return p

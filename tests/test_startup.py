@@ -44,7 +44,7 @@ def test_precompiled_template_is_up_to_date() -> None:
 
 def test_precompiled_template_renders_what_the_template_renders(monkeypatch) -> None:
     from triage.catalogue.load import load_catalogue
-    from triage.pipeline.analyze import Options, analyze
+    from triage.pipeline.analyze import Options, analyze_file
     from triage.render import markdown
 
     cat = load_catalogue([])
@@ -54,7 +54,7 @@ def test_precompiled_template_renders_what_the_template_renders(monkeypatch) -> 
     assert markdown._template().filename.endswith("report_template.py")  # the precompiled one is used
     fresh = markdown._env().get_template(markdown.TEMPLATE.name)
     for log in logs:
-        r = analyze(str(log), cat, Options(workers=1))
+        r = analyze_file(str(log), cat, Options(workers=1))
         out = markdown.render_markdown(r)
         with monkeypatch.context() as m:
             m.setattr(markdown, "_template", lambda: fresh)

@@ -192,7 +192,7 @@ def analyze(
         raise TriageError("--engine-version and --version (its old spelling) disagree; give one")
     njobs = s.get("jobs", jobs, 0)
     opts = Options(version=engine_version or engine_version_alias, command=command,
-                   prefer_hyperscan=not no_hyperscan, workers=njobs)
+                   prefer_hyperscan=not no_hyperscan, workers=njobs, progress=True)
     out = use(redact=s.get("redact", redact, True), ips=s.get("redact-ips", redact_ips, False))
     result = analyze_logs(logs, _load(s.catalogues(catalogue)), opts, baseline=baseline, jobs=njobs,
                           redact=out.redact, redact_ips=out.ips)

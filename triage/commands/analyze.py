@@ -120,9 +120,9 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
     cat = catalogue or load_catalogue()
     started = time.monotonic()
     if len(paths) == 1:
-        from triage.pipeline.analyze import analyze
+        from triage.pipeline.analyze import analyze_file
 
-        result = Analysis([analyze(paths[0], cat, opts)])
+        result = Analysis([analyze_file(paths[0], cat, opts)])
         if baseline is not None:
             from triage.commands.baseline import compare
 

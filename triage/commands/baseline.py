@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from triage.catalogue.load import Catalogue
 from triage.core.models import BaselineComparison, NovelLine, PhaseDelta, Report
-from triage.pipeline.analyze import Options, analyze
+from triage.pipeline.analyze import Options, analyze_file
 
 SLOWER_RATIO = 1.25  # and at least SLOWER_SECONDS more, so a 4 s -> 6 s blip is not flagged
 SLOWER_SECONDS = 10.0
@@ -22,7 +22,7 @@ def _slower(now: float | None, before: float | None) -> bool:
 def compare(report: Report, baseline_path: str, cat: Catalogue, opts: Options) -> None:
     from triage.commands.novel import novel, warning_lines
 
-    base = analyze(baseline_path, cat, Options(**{**opts.__dict__, "command": None}))
+    base = analyze_file(baseline_path, cat, Options(**{**opts.__dict__, "command": None}))
     cmp = BaselineComparison(source=baseline_path, ready_seconds=report.timeline.ready_seconds,
                              baseline_ready_seconds=base.timeline.ready_seconds)
     cmp.slower = _slower(cmp.ready_seconds, cmp.baseline_ready_seconds)

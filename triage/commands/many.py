@@ -8,13 +8,12 @@ in which logs, and when it was first and last seen.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from triage.catalogue.load import Catalogue
 from triage.core.models import Finding, Report
-from triage.pipeline.analyze import Options, analyze
+from triage.pipeline.analyze import Options, analyze_file
 
 # Set in each pool worker by _init_worker (the parent never sets it), inherited through fork.
 _worker: tuple[Catalogue, Options] | None = None
@@ -53,7 +52,7 @@ def _one(path: str, cat: Catalogue, opts: Options) -> tuple[str, Report | None, 
     from triage.core.errors import TriageError
 
     try:
-        return path, analyze(path, cat, opts), None
+        return path, analyze_file(path, cat, opts), None
     except TriageError as e:
         return path, None, str(e)
 
@@ -125,7 +124,3 @@ def summary_markdown(s: Summary) -> str:
     for path, err in s.errors.items():
         out.append(f"- could not analyse {inline(path)}: {inline(err)}")
     return "\n".join(out) + "\n"
-
-
-def summary_dict(s: Summary) -> dict[str, Any]:
-    return s.model_dump(mode="json")

@@ -359,10 +359,10 @@ def skeleton_for(log: str, cat: Catalogue, failure: int | None = None) -> str:
     first failure no specific signature explains."""
     from triage.commands.output import Output
     from triage.core.errors import TriageError
-    from triage.pipeline.analyze import analyze
+    from triage.pipeline.analyze import analyze_file
 
     # the excerpt becomes a catalogue example, which gets committed and shared: always redacted
-    report = Output(redact=True).report(analyze(log, cat))
+    report = Output(redact=True).report(analyze_file(log, cat))
     if not report.failures:
         raise TriageError(f"{log}: no failure found, nothing to describe")
     if failure is None:

@@ -245,7 +245,7 @@ class Watcher:
 
     def report(self) -> Report | None:
         """The Report of the log as read so far (None until the file exists)."""
-        from triage.pipeline.analyze import Options, analyze
+        from triage.pipeline.analyze import Options, analyze_file
 
         if not os.path.exists(self.path):
             return None
@@ -253,7 +253,7 @@ class Watcher:
             from triage.catalogue.load import load_catalogue
 
             self._catalogue = load_catalogue(self.catalogue_dirs, cache=True)
-        return analyze(self.path, self._catalogue, Options())
+        return analyze_file(self.path, self._catalogue, Options())
 
     def last_lines(self) -> list[str]:
         tail = list(self.tail)

@@ -31,6 +31,7 @@ class Options:
     prefer_hyperscan: bool = True
     workers: int = 0  # processes for one big file; 0: one per core
     keep_generic: bool = False  # keep generic findings that a specific one already explains
+    progress: bool = False  # a progress line on a terminal's stderr for a big file: the CLI's choice
 
 
 def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True) -> Prefilter:
@@ -58,13 +59,13 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
         plain = is_regular(fh)  # a pipe, FIFO, .gz or UTF-16 log is one stream, without a total
         workers = opts.workers or (os.cpu_count() or 1)
         if plain and workers > 1:
-            res = scan_file(path, pf, workers)
+            res = scan_file(path, pf, workers, progress=opts.progress)
             if res is not None:
                 return res
         from triage.core.progress import Progress
         from triage.pipeline.read import file_size
 
-        progress = Progress(file_size(path) if plain else None, "scanning")
+        progress = Progress(file_size(path) if plain and opts.progress else None, "scanning")
         from triage.pipeline.read import Prefetch, iter_spans
 
         decoded = not isinstance(fh, (io.BufferedReader, io.FileIO))
@@ -196,9 +197,10 @@ def _order_failures(report: Report) -> None:
     report.findings.sort(key=finding_rank(report.failures))
 
 
-def analyze(path: str, catalogue: Catalogue | None = None, options: Options | None = None,
-            extra_catalogues: list[str] | None = None) -> Report:
-    """Analyse one log file (or `-` for stdin); the same Report the CLI renders."""
+def analyze_file(path: str, catalogue: Catalogue | None = None, options: Options | None = None,
+                 extra_catalogues: list[str] | None = None) -> Report:
+    """Analyse one log file (or `-` for stdin): the stages over it, no redaction. The library's
+    `triage.analyze` and the `analyze` command go through commands/analyze.analyze_logs."""
     cat = catalogue or load_catalogue(extra_catalogues)
     opts = options or Options()
     res = scan_source(path, cat, opts)

@@ -672,8 +672,9 @@ def merge(parts: list[ScanResult]) -> ScanResult:
     return out
 
 
-def scan_file(path: str, prefilter: Prefilter, workers: int) -> ScanResult | None:
-    """Scan a large regular file on several cores; None when it is not worth it."""
+def scan_file(path: str, prefilter: Prefilter, workers: int, progress: bool = False) -> ScanResult | None:
+    """Scan a large regular file on several cores; None when it is not worth it. `progress`:
+    a progress line on stderr when it is a terminal (the CLI asks; the library prints nothing)."""
     import multiprocessing as mp
     import os
 
@@ -692,16 +693,16 @@ def scan_file(path: str, prefilter: Prefilter, workers: int) -> ScanResult | Non
         return None
     from triage.core.progress import Progress
 
-    progress = Progress(size, "scanning")
-    counter = ctx.Value("q", 0) if progress.enabled else None
+    meter = Progress(size if progress else None, "scanning")
+    counter = ctx.Value("q", 0) if meter.enabled else None
     try:
         with ctx.Pool(len(cuts) - 1, initializer=_init_worker, initargs=(prefilter, counter)) as pool:
             pending = pool.map_async(_scan_range_in_worker, [(path, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
             while not pending.ready():
                 pending.wait(0.2)
                 if counter is not None:
-                    progress.update(counter.value)
+                    meter.update(counter.value)
             parts = pending.get()
     finally:
-        progress.close()
+        meter.close()
     return merge(parts)

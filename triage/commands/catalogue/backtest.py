@@ -222,10 +222,10 @@ def _outcome_in_worker(case_id: str, log: str) -> Outcome:
 
 
 def _outcome(case_id: str, log: str, cat: Catalogue) -> Outcome:
-    from triage.pipeline.analyze import analyze
+    from triage.pipeline.analyze import analyze_file
 
     try:
-        report = analyze(log, catalogue=cat)
+        report = analyze_file(log, catalogue=cat)
     except TriageError as e:
         return Outcome(id=case_id, error=str(e))
     out = Outcome(id=case_id, failures=len(report.failures), fatal=report.exit_code == 1)

@@ -34,7 +34,9 @@ def batches(files: Iterator[LogFile], size: int) -> Iterator[Batch]:
 def run_fleet(source: str, opts: FleetOptions) -> Tally:
     """The leaderboard's aggregates for every log of SOURCE."""
     job = Job(tuple(opts.catalogue_dirs), opts.since, opts.prefer_hyperscan)
-    catalogue(job.catalogue_dirs)  # a broken catalogue fails here, once, before any worker starts
+    # loaded afresh for every run (a second run in one process sees an edited catalogue), once,
+    # before any worker starts: a broken catalogue fails here, and a forked pool inherits it
+    catalogue(job.catalogue_dirs, fresh=True)
     files = list_source(source)
     first = next(files)  # a source without files is an error before Ray or a pool is started
     total = Tally()

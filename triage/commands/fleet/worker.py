@@ -17,7 +17,7 @@ from triage.commands.fleet.board import Group, Tally
 from triage.commands.fleet.source import LogFile, is_url
 from triage.commands.fleet.when import from_mtime, real_time
 from triage.core.models import Failure, Finding, Report
-from triage.pipeline.analyze import Options, analyze
+from triage.pipeline.analyze import Options, analyze_file
 
 _CATALOGUES: dict[tuple[str, ...], Catalogue] = {}
 
@@ -40,9 +40,10 @@ class Job:
     prefer_hyperscan: bool = True
 
 
-def catalogue(dirs: tuple[str, ...]) -> Catalogue:
-    """The catalogue, loaded once per process (a forked pool inherits the driver's)."""
-    cat = _CATALOGUES.get(dirs)
+def catalogue(dirs: tuple[str, ...], fresh: bool = False) -> Catalogue:
+    """The catalogue, loaded once per process (a forked pool inherits the driver's); `fresh`:
+    load it again (the driver, at the start of each run)."""
+    cat = None if fresh else _CATALOGUES.get(dirs)
     if cat is None:
         cat = _CATALOGUES[dirs] = load_catalogue(list(dirs))
     return cat
@@ -94,7 +95,7 @@ def _skip(lf: LogFile, job: Job) -> bool:
 
 def analyse_file(lf: LogFile, cat: Catalogue, opts: Options) -> tuple[Report, str | None]:
     if not is_url(lf.path):
-        return analyze(lf.path, cat, opts), host_of(lf.path)
+        return analyze_file(lf.path, cat, opts), host_of(lf.path)
     import os
     import shutil
     import tempfile
@@ -107,7 +108,7 @@ def analyse_file(lf: LogFile, cat: Catalogue, opts: Options) -> tuple[Report, st
     try:
         with os.fdopen(fd, "wb") as out, fs.open(path, "rb") as src:
             shutil.copyfileobj(src, out, 1024 * 1024)
-        return analyze(tmp, cat, opts), host_of(tmp)
+        return analyze_file(tmp, cat, opts), host_of(tmp)
     finally:
         os.unlink(tmp)
 

@@ -155,7 +155,7 @@ def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int
     """`--dry-run`: the changes that would be made for the failure in an existing log, in order.
     Exit 0 when there is at least one, 1 when the loop would not relaunch."""
     from triage.catalogue.load import load_catalogue
-    from triage.pipeline.analyze import analyze
+    from triage.pipeline.analyze import analyze_file
     from triage.pipeline.recommend import launch_args
 
     if retries < 1:
@@ -163,7 +163,7 @@ def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int
     if not os.path.isfile(log):
         raise TriageError(f"--log {log}: no such file (with --dry-run, --log names the log of the failed server)")
     cat = load_catalogue(opts.catalogue_dirs)
-    report = analyze(log, cat)
+    report = analyze_file(log, cat)
     env = report.environment
     argv = list(command) or (split_command(env.launch_command) if env.launch_command else launch_args(env) or [])
     if not argv:
