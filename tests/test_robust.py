@@ -785,6 +785,9 @@ def test_every_catalogue_change_misses_the_cache(tmp_path):
 
     (root / "signatures" / ".hidden" / "x.yaml").write_text("id: x\n")
     assert not changed()  # the loader never reads a dot-directory
+    (root / "tests").mkdir()
+    (root / "tests" / "label.yaml").write_text("id: l\n")
+    assert not changed()  # nor, in a root with signatures/, anything beside signatures/ and workarounds/
     (root / "signatures" / ".dot.yaml").write_text("id: d\n")
     assert changed()
     entry.write_text("id: a2\n")
@@ -796,6 +799,63 @@ def test_every_catalogue_change_misses_the_cache(tmp_path):
     (root / "signatures" / "sub" / "new.yml").write_text("id: n\n")
     assert changed()
     assert cache_path([root]) != cache_path([root, tmp_path / "other"])  # another set of roots
+
+
+def test_an_extra_catalogue_is_cached_on_its_own(tmp_path, log, monkeypatch):
+    """One cache file per catalogue directory: with --catalogue DIR the built-in catalogue is
+    still read from its cache, and editing DIR re-reads DIR alone."""
+    from triage.catalogue import load
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
+    extra = tmp_path / "mine"
+    (extra / "signatures").mkdir(parents=True)
+    (extra / "workarounds").mkdir()
+    (extra / "signatures" / "x.yaml").write_text(SIG.format(pattern="frobnicator exploded", example="now"))
+    (extra / "workarounds" / "x.yaml").write_text(WK)
+    builtin = load.load_catalogue(cache=True)
+    read: list[list[Path]] = []
+    real = load.load_roots
+
+    def counting(roots, problems=None):  # noqa: ANN001, ANN202
+        read.append(list(roots))
+        return real(roots, problems)
+
+    monkeypatch.setattr(load, "load_roots", counting)
+    both = load.load_catalogue([str(extra)], cache=True)
+    assert read == [[extra]]  # the built-in directory came from its cache
+    assert set(both.signatures) == {*builtin.signatures, "my-frobnicator-exploded"}
+    assert both.dirs == [*builtin.dirs, str(extra)]
+    assert load.load_catalogue([str(extra)], cache=True).signatures.keys() == both.signatures.keys()
+    assert read == [[extra]]  # and the extra one from its own, the second time
+    assert len(list((tmp_path / "xdg" / "triage").glob("catalogue-*.json"))) == 2
+
+
+def test_a_process_reads_a_cache_file_once_until_it_changes(tmp_path, monkeypatch):
+    """Commands run in one process (a watch, a program embedding the CLI) read the on-disk cache
+    once; a cache file edited or replaced since is read again (so an edit is still a miss)."""
+    from triage.catalogue import cache as disk
+    from triage.catalogue import load
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
+    first = load.load_catalogue(cache=True)
+    reads: list[Path] = []
+    real = disk.read_cache
+
+    def counting(path):  # noqa: ANN001, ANN202
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(disk, "read_cache", counting)
+    again = load.load_catalogue(cache=True)
+    assert reads == [] and again.signatures.keys() == first.signatures.keys()
+    assert again.signatures is not first.signatures  # a catalogue of its own, entries shared
+    cached = next((tmp_path / "xdg" / "triage").glob("catalogue-*.json"))
+    cached.write_text("{}")  # edited: a miss, rebuilt from the YAML
+    assert load.load_catalogue(cache=True).signatures.keys() == first.signatures.keys()
+    assert reads == [cached]
+    assert json.loads(cached.read_text())["signatures"]
 
 
 def test_cache_is_pruned(tmp_path, log):

@@ -11,6 +11,7 @@ problem), 2 usage or input error, 3 `watch` timed out. `--exit-zero` turns 1 (an
 # No `from __future__ import annotations` here: typer would have to evaluate every option's
 # annotation from its string (a compile and an eval each), 8 ms of a 10 KB log's run.
 import contextlib
+import functools
 import os
 import sys
 from enum import Enum
@@ -482,6 +483,13 @@ def _click_exceptions() -> tuple[Classes, Classes, Classes]:
     return tuple(exits), tuple(aborts), tuple(usage)
 
 
+@functools.cache
+def _command() -> Any:  # noqa: ANN401 - typer's click Command (vendored or click's, by version)
+    """The click command behind `app`, built once per process: typer builds it anew on every
+    call, with a pydantic TypeAdapter per option (about 20 ms a call), and a command is reusable."""
+    return typer.main.get_command(app)
+
+
 def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     """Run the CLI on `argv` (default: sys.argv[1:]) and return the exit code: one clear line
     on stderr for any error, never a traceback."""
@@ -495,7 +503,7 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
 
     exits, aborts, usage = _click_exceptions()
     try:
-        rv = app(args=argv, prog_name=prog_name or "triage", standalone_mode=False)
+        rv = _command()(args=argv, prog_name=prog_name or "triage", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except exits as e:
         code = getattr(e, "exit_code", 1)

@@ -1,8 +1,9 @@
 """The on-disk cache of a validated catalogue: JSON data, never code.
 
 Where: `$XDG_CACHE_HOME/triage/catalogue-<key>.json` (default `~/.cache/triage/`), one file per
-set of catalogue files, keyed by triage's own location and every file's path, size and
-modification time, so that any change to an entry misses it. Who: only the command line
+catalogue directory (the built-in one, each `--catalogue DIR`), keyed by triage's own location,
+the directory and every entry file's path, size and modification time, so that any change to
+an entry misses it. Who: only the command line
 (`triage analyze`, `watch`, ...) uses it; the library call `triage.analyze()` writes nothing.
 Off: `TRIAGE_NO_CACHE=1`. Pruned: the newest KEEP files are kept, older ones (and pickles of
 earlier versions, which are never read) are removed whenever a new one is written.
@@ -60,10 +61,15 @@ def cache_path(roots: list[Path]) -> Path | None:
     h.update(os.path.dirname(os.path.realpath(__file__)).encode())
     for root in roots:
         h.update(f"root {os.path.realpath(root)}\n".encode())
-        if not os.path.isdir(root):
-            continue
+        # what load._entries reads: signatures/ and workarounds/ when the root has them (the
+        # built-in root is the repository's top level, whose tests/ hold 300 YAML labels),
+        # else every entry below the root
+        parts = [p for p in ("signatures", "workarounds") if os.path.isdir(os.path.join(root, p))]
         try:
-            _stamp(h, str(root), "")
+            for part in parts:
+                _stamp(h, os.path.join(root, part), f"{part}/")
+            if not parts and os.path.isdir(root):
+                _stamp(h, str(root), "")
         except OSError:
             return None
     return cache_dir() / f"catalogue-{h.hexdigest()[:24]}.json"
