@@ -291,6 +291,9 @@ def parse_args(argv=None):
     ap.add_argument("--regen", action="store_true", help="generate the logs again even if cached")
     ap.add_argument("--rg-mmap", action="store_true",
                     help="let rg memory-map the log (default --no-mmap, so that its RSS means something)")
+    ap.add_argument("--patterns", type=Path, default=PATTERNS,
+                    help="the baseline's pattern file (default: benchmarks/patterns.txt, the catalogue's own; "
+                         "the issue measured with ../shared/bench/patterns.txt)")
     ap.add_argument("--grep", action="store_true", help="also time grep -c -E -f patterns.txt (LC_ALL=C)")
     ap.add_argument("--gz", action="store_true", help="also time triage on a gzip -1 copy against zcat | rg")
     ap.add_argument("--no-check", dest="check", action="store_false",
@@ -324,18 +327,18 @@ def bench_shape(shape: str, a, log: callable, rg: str | None) -> dict:
         cmds[label] = {"cmd": triage + extra + [str(path)], "env": env, "variant": v,
                        "keep": v == "default"}
     if rg:
-        rg_cmd = [rg, "--no-config", "-c"] + ([] if a.rg_mmap else ["--no-mmap"]) + ["-f", str(PATTERNS), str(path)]
+        rg_cmd = [rg, "--no-config", "-c"] + ([] if a.rg_mmap else ["--no-mmap"]) + ["-f", str(a.patterns), str(path)]
         cmds[RG_ROW] = {"cmd": rg_cmd, "variant": "rg"}
     if a.grep and shape != "small":
         cmds["grep -c -E -f patterns.txt (LC_ALL=C)"] = {
-            "cmd": ["grep", "-c", "-E", "-f", str(PATTERNS), str(path)], "env": {**os.environ, "LC_ALL": "C"},
+            "cmd": ["grep", "-c", "-E", "-f", str(a.patterns), str(path)], "env": {**os.environ, "LC_ALL": "C"},
             "variant": "grep"}
     if a.gz and shape != "small":
         gz = ensure_gz(path, log)
         cmds["triage (both cores) on .gz"] = {"cmd": triage + [str(gz)], "env": env, "variant": "gz"}
         if rg:
             cmds["zcat | rg -c -f patterns.txt"] = {
-                "cmd": f"zcat '{gz}' | '{rg}' --no-config -c -f '{PATTERNS}'", "shell": True, "variant": "zcat-rg"}
+                "cmd": f"zcat '{gz}' | '{rg}' --no-config -c -f '{a.patterns}'", "shell": True, "variant": "zcat-rg"}
     if shape == "small":
         cmds[FLOOR_ROW] = {"cmd": [sys.executable, "-c", IMPORTS], "env": env, "variant": "floor", "ok": (0,)}
     runs = max(a.runs, 5) if shape == "small" else a.runs
@@ -455,11 +458,11 @@ def main(argv=None) -> int:
     if rg is None:
         log("warning: ripgrep (rg) not on PATH: no ratios to rg (apt-get install ripgrep)")
     env_info = tool_versions()
-    n_patterns = sum(1 for ln in PATTERNS.read_text().splitlines() if ln)
+    n_patterns = sum(1 for ln in a.patterns.read_text().splitlines() if ln)
     if not a.json:
         print(f"triage {env_info['triage_revision']} | {env_info['cpus']} CPUs {env_info['machine']} | Python "
               f"{env_info['python']} | {env_info['rg']} | hyperscan {'yes' if env_info['hyperscan'] else 'NO'} | "
-              f"{n_patterns} rg patterns | cache {a.cache_dir}")
+              f"{n_patterns} rg patterns ({a.patterns.name} in {a.patterns.parent.name}) | cache {a.cache_dir}")
     warm_up(log)
     results = []
     for shape in a.shapes:
