@@ -54,3 +54,10 @@ def test_show_prints_the_same_sentence_as_a_report():
     thread or of why no fix is coming."""
     p = run_cli("show", "cuda-misaligned-address")
     assert "**Proper fix:** not fixed upstream yet (<https://github.com/vllm-project/vllm/issues/41257>)" in p.stdout.decode()
+
+
+def test_show_ends_a_workaround_whose_action_is_a_sentence_with_one_full_stop():
+    """common-raise-host-memory's action ends with a full stop: `show` printed 'buffers..'."""
+    p = run_cli("show", "system-oom-killer")
+    line = next(ln for ln in p.stdout.decode().splitlines() if "`common-raise-host-memory`" in ln)
+    assert line.endswith(".") and not line.endswith("..")

@@ -66,7 +66,7 @@ def show_markdown(cat: Catalogue, ident: str) -> str:
             continue
         change = "; ".join(f"{verb.lower()} {what}" for verb, what in _changes(w))
         auto = ", applied by `run --retry`" if w.automatic else ""
-        out.append(f"{i}. **{inline(w.title)}** (`{w.id}`, {w.engine}{auto}): {change}.")
+        out.append(f"{i}. **{inline(w.title)}** (`{w.id}`, {w.engine}{auto}): {change.rstrip('. ')}.")
         out.append(f"   Cost: {' '.join(w.cost.split())}")
     out.append("")
     if sp.debug:
