@@ -120,6 +120,8 @@ def test_nothing_in_the_archive_goes_uncounted(tmp_path, monkeypatch):
     assert t.failed == len(why) == 5
     assert "no such file" in why["node00/dangling.log"] and "not a regular file" in why["node00/pipe.log"]
     assert "corrupt" in why["node00/cut.log.gz"] and "cannot list" in why["node09"]
+    # the reason does not repeat the path the leaderboard lists it under ("path: path: ...")
+    assert not any(e.startswith((str(a.root), f"'{a.root}")) for e in why.values()), why
 
 
 def test_markdown_leaderboard_to_a_file(archive, tmp_path):
