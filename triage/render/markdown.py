@@ -45,6 +45,13 @@ def inline(text: object) -> str:
     return _LINKISH.sub(r"\\]\1", s)
 
 
+def _clip(text: str, n: int) -> str:
+    """At most n characters of text (white space folded), with an ellipsis when cut: cut before
+    escaping, since a cut after it can split an entity (`&l`) or leave an escaping backslash."""
+    s = " ".join(text.split())
+    return s if len(s) <= n else s[: n - 1].rstrip() + "…"
+
+
 _PROSE_KEEP = re.compile(r"(`+).*?\1|<https?://[^\s<>]+>", re.S)  # code spans and autolinks stay as written
 
 
@@ -343,7 +350,7 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
             out.append(f"**To see the real cause:** {_sentence(top.debug.note)}")
         return out
     f = r.failures[0]
-    msg = f": {inline(f.message)[:200]}" if f.message else ""
+    msg = f": {inline(_clip(f.message, 200))}" if f.message else ""
     phase = f", while {f.phase}" if f.phase else ""
     generic = f" (only the generic `{top.signature}`: {inline(top.title)})" if top is not None else ""
     out.append(f"**Verdict:** unknown failure: {_code_inline(f.exception)}{msg}, {where(f)}{phase}. "

@@ -1,5 +1,6 @@
-"""The report answers "what is the proper fix" for every way a signature can state it: a
-release, a merged PR, an open thread, a reason none is coming, or only the affected range."""
+"""What the report and `triage show` say in words. The proper fix is answered for every way a
+signature can state it (a release, a merged PR, an open thread, a reason none is coming, or only
+the affected range); sentences end once; a long message is cut without breaking its escaping."""
 
 from __future__ import annotations
 
@@ -61,3 +62,15 @@ def test_show_ends_a_workaround_whose_action_is_a_sentence_with_one_full_stop():
     p = run_cli("show", "system-oom-killer")
     line = next(ln for ln in p.stdout.decode().splitlines() if "`common-raise-host-memory`" in ln)
     assert line.endswith(".") and not line.endswith("..")
+
+
+def test_a_long_unknown_message_is_cut_before_it_is_escaped(tmp_path):
+    """The verdict cut the escaped message at 200 characters: a `<` there became a broken `&l`."""
+    log = tmp_path / "server.log"
+    message = "x" * 197 + "<class 'int'> and more text after the cut"
+    log.write_text("Traceback (most recent call last):\n"
+                   '  File "/srv/app/frob.py", line 3, in frob\n'
+                   "    frob()\n"
+                   f"FrobnicatorError: {message}\n")
+    verdict = next(ln for ln in run_cli("analyze", str(log)).stdout.decode().splitlines() if ln.startswith("**Verdict:**"))
+    assert "xxx&lt;c…," in verdict and "&l," not in verdict and "more text" not in verdict
