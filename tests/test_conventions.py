@@ -317,7 +317,9 @@ def test_watch_refuses_a_compressed_log(tmp_path: Path) -> None:
 
 
 def test_options_are_validated() -> None:
-    for args, says in ((["--engine-version", "notaversion"], "not a version"), (["-j", "-1"], "--jobs -1")):
+    for args, says in ((["--engine-version", "notaversion"], "not a version"), (["-j", "-1"], "--jobs -1"),
+                       # typer 0.29 said "Input should be a valid integer, unable to parse string as an integer"
+                       (["-j", "abc"], "'--jobs' / '-j': expected a whole number")):
         code, _, err = cli("analyze", NSA, *args)
         assert code == 2 and says in err and err.count("\n") == 1
     code, out, _ = cli("analyze", NSA, "--command", "vllm serve foo --tensor-parallel-size 8")

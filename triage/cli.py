@@ -483,6 +483,14 @@ def _click_exceptions() -> tuple[Classes, Classes, Classes]:
     return tuple(exits), tuple(aborts), tuple(usage)
 
 
+# typer 0.29 validates option values with pydantic and passes its sentences through
+_PLAIN_USAGE = (
+    ("Input should be a valid integer, unable to parse string as an integer", "expected a whole number"),
+    ("Input should be a valid number, unable to parse string as a number", "expected a number"),
+    ("Input should be a valid boolean, unable to interpret input", "expected true or false"),
+)
+
+
 @functools.cache
 def _command() -> Any:  # noqa: ANN401 - typer's click Command (vendored or click's, by version)
     """The click command behind `app`, built once per process: typer builds it anew on every
@@ -513,6 +521,8 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
     except usage as e:
         msg = e.format_message() if hasattr(e, "format_message") else str(e)
         msg = msg.replace(": Value error, ", ": ")  # newer typer passes pydantic's wording through
+        for pydantic_says, plain in _PLAIN_USAGE:
+            msg = msg.replace(pydantic_says, plain)
         if type(e).__name__ == "NoArgsIsHelpError":  # bare `triage`: the help, not an error line
             sys.stderr.write(msg.rstrip() + "\n")
         else:
