@@ -246,8 +246,6 @@ def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_
     nothing the caller did not ask for) each directory's validated entries are kept on disk as
     JSON (triage/catalogue/cache.py), one file per directory: an on-call run does not re-parse
     400 YAML files, and editing one's own `--catalogue DIR` re-reads only that directory."""
-    from triage.catalogue import cache as disk
-
     roots: list[Path] = list(builtin_dirs()) if builtin else []
     for d in extra or []:
         if not Path(d).is_dir():
@@ -258,23 +256,30 @@ def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_
     else:
         cat = Catalogue(dirs=[str(r) for r in roots])
         for root in roots:
-            path = disk.cache_path([root])
-            seen = _READ.get(path) if path is not None else None
-            part = seen[1] if seen is not None and seen[0] == _file_id(path) else None
-            if part is None:
-                part = disk.read_cache(path) if path is not None else None
-                if part is None:
-                    part = load_roots([root])
-                    if path is not None:
-                        disk.write_cache(path, part)
-                if path is not None:
-                    _READ[path] = (_file_id(path), part)
-                    while len(_READ) > 8:
-                        _READ.pop(next(iter(_READ)))
-            _merge(cat, part)  # the same duplicate checks, in the same order, as one load_roots
+            _merge(cat, _cached_directory(root))  # the same duplicate checks, in the same order, as load_roots
     if strict_refs:
         _check_references(cat)
     return cat
+
+
+def _cached_directory(root: Path) -> Catalogue:
+    """One directory's entries: from this process's memo, the on-disk cache, or its YAML."""
+    from triage.catalogue import cache as disk
+
+    path = disk.cache_path([root])
+    if path is None:  # caching off, or a file vanished while the key was taken
+        return load_roots([root])
+    seen = _READ.get(path)
+    if seen is not None and seen[0] == _file_id(path):
+        return seen[1]
+    part = disk.read_cache(path)
+    if part is None:
+        part = load_roots([root])
+        disk.write_cache(path, part)
+    _READ[path] = (_file_id(path), part)
+    while len(_READ) > 8:
+        _READ.pop(next(iter(_READ)))
+    return part
 
 
 def _merge(cat: Catalogue, part: Catalogue) -> None:
