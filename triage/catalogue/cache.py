@@ -3,8 +3,8 @@
 Where: `$XDG_CACHE_HOME/triage/catalogue-<key>.json` (default `~/.cache/triage/`), one file per
 catalogue directory (the built-in one, each `--catalogue DIR`), keyed by triage's own location,
 the directory and every entry file's path, size and modification time, so that any change to
-an entry misses it. Who: only the command line
-(`triage analyze`, `watch`, ...) uses it; the library call `triage.analyze()` writes nothing.
+an entry misses it. Who: only the command line (`triage analyze`, `watch`, ...) uses it; the
+library call `triage.analyze()` writes nothing.
 Off: `TRIAGE_NO_CACHE=1`. Pruned: the newest KEEP files are kept, older ones (and pickles of
 earlier versions, which are never read) are removed whenever a new one is written.
 
