@@ -187,11 +187,50 @@ def make_cat(root: Path) -> tuple[Path, Path]:
     return d, d / "signatures" / "frob.yaml"
 
 
+# Several commands in one child under an address-space cap: the child's start-up (interpreter,
+# imports, catalogue) is paid once, and a regression still exhausts only the child's memory.
+CAPPED_CHILD = """
+import base64, json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
+sys.path.insert(0, sys.argv[1])
+from conftest import run_cli
+done = []
+for argv in json.loads(sys.argv[3]):
+    p = run_cli(*argv, env={"TRIAGE_DEBUG": ""})
+    done.append([p.returncode, base64.b64encode(p.stdout).decode(), base64.b64encode(p.stderr).decode()])
+print(json.dumps(done))
+"""
+
+
+def capped(commands: list[list[str]], limit_as: int) -> list[subprocess.CompletedProcess]:
+    """Each command as `cli` would run it under `limit_as`, all in one child."""
+    import base64
+
+    here = str(Path(__file__).resolve().parent)
+    child = subprocess.run([sys.executable, "-c", CAPPED_CHILD, here, str(limit_as), json.dumps(commands)],
+                           capture_output=True, timeout=120)
+    assert child.returncode == 0, child.stderr.decode(errors="replace")[-3000:]
+    out = []
+    for argv, (code, stdout, stderr) in zip(commands, json.loads(child.stdout), strict=True):
+        p = subprocess.CompletedProcess(argv, code, base64.b64decode(stdout), base64.b64decode(stderr))
+        err = p.stderr.decode("utf-8", "replace")
+        assert TRACEBACK not in err and "internal error" not in err, err
+        out.append(p)
+    return out
+
+
 def both_refuse(cat: Path, log: Path, says: str, where: str, **kw) -> None:  # noqa: ANN003
     """`analyze` exits 2 with one file:line line, `catalogue check` reports it and exits 1."""
-    line = error_line(cli("analyze", str(log), "--catalogue", str(cat), timeout=60, **kw))
+    analyze = ["analyze", str(log), "--catalogue", str(cat)]
+    check_argv = ["catalogue", "check", str(cat), "-q"]
+    if kw.get("limit_as"):
+        p, check = capped([analyze, check_argv], kw["limit_as"])
+    else:
+        p = cli(*analyze, timeout=60, **kw)
+        check = cli(*check_argv, timeout=60, ok=(1,), **kw)
+    line = error_line(p)
     assert says in line and where in line, line
-    check = cli("catalogue", "check", str(cat), "-q", timeout=60, ok=(1,), **kw)
+    assert check.returncode == 1, check.stderr
     assert says in check.stdout.decode() and where in check.stdout.decode()
 
 
