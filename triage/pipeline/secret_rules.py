@@ -51,6 +51,10 @@ SECRET_WORD = (r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]
 # a value that is clearly not a secret: unset, a switch, a number, a tokenizer's special token
 NOT_SECRET_VALUE = (r"(?!(?:None|none|null|NULL|nil|True|true|False|false|\d+(?:\.\d+)?|\*+)(?![\w.-]))"
                     r"(?!<\|?/?[\w.-]{0,40}\|?>|\[[A-Z]{1,10}\])")
+# Before a quote: up to three backslashes, for a log line that carries JSON in a string
+# (`\"private_key_id\": \"...\"`) or a repr of one. ESC_QUOTE: an optional quote so escaped.
+ESC = r"\\{0,3}"
+ESC_QUOTE = rf"(?:{ESC}['\"])?"
 # a variable in the environment's style: `HF_TOKEN`, `PGPASSWORD`, `AZURE_OPENAI_KEY`, `CLIENT_SECRET_ID`
 ENV_NAME = (r"(?:[A-Z0-9]{1,40}_){0,8}(?:[A-Z0-9]{0,40}(?:PASSWORD|PASSWD|SECRET)[A-Z0-9_]{0,40}"
             r"|TOKEN|KEY|KEY_ID|CREDENTIALS?|[A-Z0-9]{0,40}API_?KEY)")
@@ -163,7 +167,7 @@ RULES: list[SecretRule] = [
         Wrap(r"\bAIza", r"[\w-]", (35,))),
     SecretRule(
         "gcp-private-key-id", "", ("private_key_id",),
-        r"(?i)(?P<keep>private_key_id(?:\\{0,3}['\"])?\s*[=:]\s*(?:\\{0,3}['\"])?)[A-Za-z0-9]{16,}",
+        rf"(?i)(?P<keep>private_key_id{ESC_QUOTE}\s*[=:]\s*{ESC_QUOTE})[A-Za-z0-9]{{16,}}",
         '{{"type": "service_account", "private_key_id": "{s}"}}', _hex(40), '"private_key_id": ""'),
     SecretRule(
         "jwt", "jwt", ("eyj",),
@@ -228,9 +232,9 @@ RULES: list[SecretRule] = [
         "running: wandb login --relogin {s}", _hex(40), "wandb login succeeded for user acme"),
     SecretRule(
         "secret-setting-quoted", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
-        rf"(?i)(?P<keep>(?:\b|(?<=_)){SECRET_WORD}(?:\\{{0,3}}['\"])?\s*[=:]\s*\[?\s*\\{{0,3}}(?P<q>['\"]))(?!\\{{0,3}}(?P=q))"
-        r"(?!(?:None|null|True|False)\\{0,3}(?P=q))(?!<\|?/?[\w.-]{0,40}\|?>(?P=q)|\[[A-Z]{1,10}\](?P=q))"
-        r"[^'\"\n]{1,1024}?(?=\\{0,3}(?P=q))",
+        rf"(?i)(?P<keep>(?:\b|(?<=_)){SECRET_WORD}{ESC_QUOTE}\s*[=:]\s*\[?\s*{ESC}(?P<q>['\"]))(?!{ESC}(?P=q))"
+        rf"(?!(?:None|null|True|False){ESC}(?P=q))(?!<\|?/?[\w.-]{{0,40}}\|?>(?P=q)|\[[A-Z]{{1,10}}\](?P=q))"
+        rf"[^'\"\n]{{1,1024}}?(?={ESC}(?P=q))",
         "server_args=ServerArgs(model_path='m', api_key='{s}', tp_size=8)", "reprKey8c1d2e3f",
         "ServerArgs(tokenizer_path='org/model', eos_token='</s>', hf_token=None)"),
     SecretRule(
@@ -240,7 +244,7 @@ RULES: list[SecretRule] = [
         "max_prefill_tokens=16384 password=None token=8192"),
     SecretRule(
         "secret-name-value", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
-        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=[_-]))(?:api[ _-]?key|{SECRET_WORD})(?:\\{{0,3}}['\"])?[ \t]*:[ \t]*(?:\\{{0,3}}['\"])?)"
+        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=[_-]))(?:api[ _-]?key|{SECRET_WORD}){ESC_QUOTE}[ \t]*:[ \t]*{ESC_QUOTE})"
         rf"{NOT_SECRET_VALUE}[^\s'\",}}]{{4,}}",
         "config loaded: password: {s}", "Tr0ub4dor&3x", "#new-token: 8192, token usage: 0.50, #cached-token: 0"),
     SecretRule(
@@ -251,7 +255,7 @@ RULES: list[SecretRule] = [
     # alone is not enough: `cache_key`, `sort_key`); gitleaks gates its generic rule the same way
     SecretRule(
         "key-setting", "generic-api-key", ("key",),
-        r"(?i)(?P<keep>(?<=[a-z0-9_-])key(?:\\{0,3}['\"])?\s*[=:]\s*(?:\\{0,3}['\"])?)"
+        rf"(?i)(?P<keep>(?<=[a-z0-9_-])key{ESC_QUOTE}\s*[=:]\s*{ESC_QUOTE})"
         r"(?=[A-Za-z0-9_+/-]{0,200}\d)(?=[A-Za-z0-9_+/-]{0,200}[A-Za-z])[A-Za-z0-9_+/-]{16,200}={0,2}(?![\w.=])",
         "settings: wandb_key: {s}", _hex(40), "cache_key=layer_0_attn_k_cache rope_key=default",
         entropy=3.5),
