@@ -192,3 +192,15 @@ def check_expansion(p: str, limit: int = MAX_UNITS, parse: bool = True) -> None:
     if units > limit:
         raise PatternTooLarge(f"pattern expands to more than {limit:,} units when compiled "
                               "(nested or very large counted repeats such as (a{100}){100}); write it without them")
+
+
+def compile_checked(p: str) -> Any:  # noqa: ANN401 - a regex.Pattern (regex is imported lazily here)
+    """`regex.compile(p, V0)` for a catalogue's regex: sized first, and a pattern that nests
+    groups past the parser's recursion is PatternTooLarge too (regex recurses once per group)."""
+    import regex
+
+    check_expansion(p)  # before regex sees it: compiling unrolls counted repeats
+    try:
+        return regex.compile(p, regex.V0)
+    except RecursionError:
+        raise PatternTooLarge("pattern nests groups too deeply to compile") from None

@@ -17,7 +17,7 @@ import regex
 import yaml
 from pydantic import ValidationError
 
-from triage.catalogue.expansion import PatternTooLarge, check_expansion
+from triage.catalogue.expansion import PatternTooLarge, compile_checked
 from triage.catalogue.models import SignatureSpec, WorkaroundSpec
 from triage.core.errors import CatalogueError
 
@@ -175,11 +175,7 @@ def _format_validation(path: Path, node: yaml.Node | None, err: ValidationError)
 
 
 def compile_pattern(p: str) -> regex.Pattern[str]:
-    check_expansion(p)  # before regex sees it: compiling unrolls counted repeats
-    try:
-        return regex.compile(p, regex.V0)
-    except RecursionError:  # regex's parser and compiler recurse once per nested group
-        raise PatternTooLarge("pattern nests groups too deeply to compile") from None
+    return compile_checked(p)
 
 
 def load_signature(path: Path) -> Signature:

@@ -52,18 +52,15 @@ class ValueRule(Strict):
         if self.from_message:
             import regex
 
-            from triage.catalogue.expansion import PatternTooLarge, check_expansion
+            from triage.catalogue.expansion import PatternTooLarge, compile_checked
 
-            try:
-                check_expansion(self.from_message)  # a catalogue's regex like its patterns: sized before compiling
-                if regex.compile(self.from_message).groups != 1:
+            try:  # a catalogue's regex like its patterns: sized before compiling
+                if compile_checked(self.from_message).groups != 1:
                     raise ValueError("from_message must have exactly one capturing group")
             except regex.error as e:
                 raise ValueError(f"from_message is not a valid regex: {e}") from None
             except PatternTooLarge as e:
                 raise ValueError(f"from_message: {e}") from None
-            except RecursionError:
-                raise ValueError("from_message: pattern nests groups too deeply to compile") from None
         return self
 
 
