@@ -226,12 +226,12 @@ def _yaml_files(root: Path) -> list[Path]:
 _READ: dict[Path, tuple[tuple[int, int, int] | None, Catalogue]] = {}
 
 
-def _file_id(path: Path | None) -> tuple[int, int, int] | None:
+def _file_id(path: Path) -> tuple[int, int, int] | None:
     try:
-        st = os.stat(path) if path is not None else None
+        st = os.stat(path)
     except OSError:
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns) if st is not None else None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_refs: bool = True,

@@ -206,17 +206,10 @@ def _upper_bound(affects: str) -> str | None:
         specs = SpecifierSet(affects)
     except InvalidSpecifier:
         return None
-    uppers = [sp.version for sp in specs if sp.operator == "<"]
-    return min(uppers, key=_release_key) if uppers else None
+    from packaging.version import Version
 
-
-def _release_key(v: str) -> tuple[int, ...]:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(v).release
-    except InvalidVersion:
-        return (1 << 30,)
+    uppers = [sp.version for sp in specs if sp.operator == "<"]  # valid versions: the set parsed
+    return min(uppers, key=Version) if uppers else None
 
 
 def fixlink(fixed: str) -> str:
