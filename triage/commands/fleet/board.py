@@ -9,7 +9,6 @@ GPU models.
 
 from __future__ import annotations
 
-import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -108,12 +107,6 @@ class Tally:
 
     def fail(self, path: str, why: str) -> None:
         self.failed += 1
-        # the reader's messages start with the path (one line on stderr must say which file);
-        # the leaderboard lists the path beside the reason already
-        for named in (path, shlex.quote(path)):
-            if why.startswith(named + ": "):
-                why = why[len(named) + 2:]
-                break
         self.errors[path] = why
         self._cap_errors()
 

@@ -8,6 +8,7 @@ with the reason; it never ends the batch.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -66,7 +67,7 @@ def analyse_batch(files: list[LogFile], job: Job) -> Tally:
                 report, host = analyse_file(lf, cat, opts)
                 break
             except Exception as e:  # noqa: BLE001 - one bad log is reported, never ends the batch
-                why = describe(e)
+                why = describe(e, lf.path)
         else:
             tally.fail(lf.path, why)
             continue
@@ -75,11 +76,17 @@ def analyse_batch(files: list[LogFile], job: Job) -> Tally:
     return tally
 
 
-def describe(e: BaseException) -> str:
+def describe(e: BaseException, path: str | None = None) -> str:
+    """Why `path` (or a batch) could not be analysed, without the path itself: the leaderboard
+    lists the reason beside it (the reader's messages start with it, for one line on stderr)."""
     from triage.core.errors import TriageError
 
     if isinstance(e, TriageError):
-        return str(e)
+        why = str(e)
+        for named in (path, shlex.quote(path)) if path else ():
+            if why.startswith(named + ": "):
+                return why[len(named) + 2:]
+        return why
     if isinstance(e, OSError):
         return f"read error ({e.strerror or e})"
     return f"internal error: {type(e).__name__}: {e}"
