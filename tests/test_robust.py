@@ -55,6 +55,11 @@ def cli(*args: str, timeout: float = 60, stdin: bytes | None = None, ok: tuple[i
             p = run_cli(*args, stdin=stdin, env=env)
         finally:
             faulthandler.cancel_dump_traceback_later()
+    return checked(p, ok)
+
+
+def checked(p: subprocess.CompletedProcess, ok: tuple[int, ...] = (0, 1, 2)) -> subprocess.CompletedProcess:
+    """The promise every run here keeps: no traceback, no internal error, a documented exit code."""
     err = p.stderr.decode("utf-8", "replace")
     assert TRACEBACK not in err and "internal error" not in err, err
     assert p.returncode in ok, (p.returncode, err)
@@ -210,13 +215,8 @@ def capped(commands: list[list[str]], limit_as: int) -> list[subprocess.Complete
     child = subprocess.run([sys.executable, "-c", CAPPED_CHILD, here, str(limit_as), json.dumps(commands)],
                            capture_output=True, timeout=120)
     assert child.returncode == 0, child.stderr.decode(errors="replace")[-3000:]
-    out = []
-    for argv, (code, stdout, stderr) in zip(commands, json.loads(child.stdout), strict=True):
-        p = subprocess.CompletedProcess(argv, code, base64.b64decode(stdout), base64.b64decode(stderr))
-        err = p.stderr.decode("utf-8", "replace")
-        assert TRACEBACK not in err and "internal error" not in err, err
-        out.append(p)
-    return out
+    return [checked(subprocess.CompletedProcess(argv, code, base64.b64decode(stdout), base64.b64decode(stderr)))
+            for argv, (code, stdout, stderr) in zip(commands, json.loads(child.stdout), strict=True)]
 
 
 def both_refuse(cat: Path, log: Path, says: str, where: str, **kw) -> None:  # noqa: ANN003
