@@ -36,41 +36,27 @@ def cache_dir() -> Path:
     return Path(base) / "triage"
 
 
-def _stamp(h: hashlib._Hash, directory: str, rel: str) -> None:
-    """Every YAML file below `directory`: its path relative to the root, size and mtime.
-
-    os.scandir's entries carry what stat() would return without a path object or a
-    realpath per file: resolving 430 paths was a tenth of a 10 KB log's run. A symlinked
-    file is followed (stat), as the loader reads through it."""
-    with os.scandir(directory) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for e in entries:
-        if e.is_dir():  # classified and walked as load._yaml_files' os.walk does
-            if not e.name.startswith(".") and not e.is_symlink():
-                _stamp(h, e.path, f"{rel}{e.name}/")
-        elif e.name.endswith((".yaml", ".yml")):
-            st = e.stat()
-            h.update(f"{rel}{e.name}|{st.st_size}|{st.st_mtime_ns}\n".encode())
-
-
 def cache_path(roots: list[Path]) -> Path | None:
     """Where the catalogue made of `roots` is cached; None when caching is off or a file vanished."""
+    from triage.catalogue.load import entry_dirs, yaml_entries
+
     if os.environ.get("TRIAGE_NO_CACHE"):
         return None
     h = hashlib.sha256(CACHE_VERSION.encode())
     h.update(os.path.dirname(os.path.realpath(__file__)).encode())
     for root in roots:
         h.update(f"root {os.path.realpath(root)}\n".encode())
-        # what load._entries reads: signatures/ and workarounds/ when the root has them (the
-        # built-in root is the repository's top level, whose tests/ hold 300 YAML labels),
-        # else every entry below the root
-        parts = [p for p in ("signatures", "workarounds") if os.path.isdir(os.path.join(root, p))]
+        # the files the loader reads (load.entry_dirs: only signatures/ and workarounds/ of the
+        # built-in root, the repository's top level, whose tests/ hold 300 YAML labels), by
+        # their directory entries' stat: a Path and a realpath per file were a tenth of a 10 KB
+        # log's run; a symlinked file is followed, as the loader reads through it
+        skip = len(str(root)) + 1
         try:
-            for part in parts:
-                _stamp(h, os.path.join(root, part), f"{part}/")
-            if not parts and os.path.isdir(root):
-                _stamp(h, str(root), "")
-        except OSError:
+            for d, _kind in entry_dirs(root):
+                for e in yaml_entries(str(d)):
+                    st = e.stat()
+                    h.update(f"{e.path[skip:]}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+        except OSError:  # a file vanished, or a dangling link: no cache, the loader says why
             return None
     return cache_dir() / f"catalogue-{h.hexdigest()[:24]}.json"
 

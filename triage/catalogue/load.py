@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -209,14 +210,38 @@ def load_workaround(path: Path) -> WorkaroundSpec:
         raise CatalogueError(_format_validation(path, node, e)) from None
 
 
+def yaml_entries(directory: str) -> Iterator[os.DirEntry[str]]:
+    """Every .yaml/.yml file below `directory`, the order the loader reads them in: a
+    directory's files by name, then its sub-directories by name; directories whose name starts
+    with a dot, symlinked directories and directories that cannot be listed are not entered.
+    DirEntry, not Path: the cache key takes each file's stat from it (cache.py)."""
+    try:
+        with os.scandir(directory) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    dirs = []
+    for e in entries:
+        if e.is_dir():
+            if not e.name.startswith(".") and not e.is_symlink():
+                dirs.append(e.path)
+        elif e.name.endswith((".yaml", ".yml")):
+            yield e
+    for d in dirs:
+        yield from yaml_entries(d)
+
+
+def entry_dirs(root: Path) -> list[tuple[Path, bool | None]]:
+    """(directory, are its files signatures) that hold the entries of `root`: workarounds/ then
+    signatures/ when the root has either, else the root itself (None: told apart by fields)."""
+    sig_root, wk_root = root / "signatures", root / "workarounds"
+    if sig_root.is_dir() or wk_root.is_dir():
+        return [(wk_root, False), (sig_root, True)]
+    return [(root, None)]
+
+
 def _yaml_files(root: Path) -> list[Path]:
-    if not root.is_dir():
-        return []
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        out.extend(Path(dirpath) / f for f in sorted(filenames) if f.endswith((".yaml", ".yml")))
-    return out
+    return [Path(e.path) for e in yaml_entries(str(root))]
 
 
 # Directories read this process, by cache key (which names every entry file's size and mtime)
@@ -295,12 +320,7 @@ def _check_references(cat: Catalogue) -> None:
 def _entries(root: Path) -> list[tuple[Path, bool | None]]:
     """(file, is it a signature) for every entry under `root`, workarounds first; None for a
     bare directory of entries, whose files are told apart by their fields when loaded."""
-    sig_root, wk_root = root / "signatures", root / "workarounds"
-    out: list[tuple[Path, bool | None]]
-    if sig_root.is_dir() or wk_root.is_dir():
-        out = [(f, False) for f in _yaml_files(wk_root)]
-        return out + [(f, True) for f in _yaml_files(sig_root)]
-    return [(f, None) for f in _yaml_files(root)]
+    return [(f, kind) for d, kind in entry_dirs(root) for f in _yaml_files(d)]
 
 
 def _add_file(cat: Catalogue, path: Path, signature: bool | None) -> None:
