@@ -34,36 +34,40 @@ class Options:
     progress: bool = False  # a progress line on a terminal's stderr for a big file: the CLI's choice
 
 
-def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True) -> Prefilter:
+def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True,
+                  window: tuple[int, int] | None = None) -> Prefilter:
     """The compiled prefilter for a catalogue's keywords, compiled once per process for the
-    same keywords (a watch, a corpus or `catalogue check` analyses many logs)."""
-    return _prefilter(frozenset(cat.keywords()), prefer_hyperscan)
+    same keywords (a watch, a corpus or `catalogue check` analyses many logs); `window`: with
+    the load probe for those `#running-req` values compiled in (scan.load_window)."""
+    return _prefilter(frozenset(cat.keywords()), prefer_hyperscan, window)
 
 
 @functools.lru_cache(maxsize=8)
-def _prefilter(keywords: frozenset[str], prefer_hyperscan: bool) -> Prefilter:
+def _prefilter(keywords: frozenset[str], prefer_hyperscan: bool, window: tuple[int, int] | None) -> Prefilter:
     # keyed by the keywords themselves, not the catalogue object: an id() can be reused by a
     # later, different catalogue once the first is gone
     words = set(keywords) | set(vocabulary.WINDOW) | set(vocabulary.LINE)
-    return Prefilter(words, prefer_hyperscan=prefer_hyperscan, flagged=keywords)
+    return Prefilter(words, prefer_hyperscan=prefer_hyperscan, flagged=keywords, window=window)
 
 
 def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
     import io
     import os
 
-    from triage.pipeline.scan import scan_file
+    from triage.pipeline.read import file_size
+    from triage.pipeline.scan import load_window, scan_file
 
-    pf = prefilter_for(cat, opts.prefer_hyperscan)
     with open_source(path) as fh:
         plain = is_regular(fh)  # a pipe, FIFO, .gz or UTF-16 log is one stream, without a total
+        # a big log's load figures come out of the Hyperscan pass (scan.LoadProbe)
+        window = load_window(path, file_size(path) or 0) if plain and opts.prefer_hyperscan else None
+        pf = prefilter_for(cat, opts.prefer_hyperscan, window)
         workers = opts.workers or (os.cpu_count() or 1)
         if plain and workers > 1:
             res = scan_file(path, pf, workers, progress=opts.progress)
             if res is not None:
                 return res
         from triage.core.progress import Progress
-        from triage.pipeline.read import file_size
 
         progress = Progress(file_size(path) if plain and opts.progress else None, "scanning")
         from triage.pipeline.read import Prefetch, iter_spans

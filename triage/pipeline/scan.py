@@ -22,6 +22,9 @@ from triage.core.vocabulary import CONTENT_BYTES, FAILURE_HINTS
 _RUNNING_SGL = re.compile(rb"#running-req: (\d+)")
 _RUNNING_VLLM = re.compile(rb"Running: (\d+) reqs")
 _PREFILL = re.compile(rb"#new-token: (\d+), #cached-token: (\d+)")
+_PREFILL_WORD = b"#new-token: "
+_PREFILL_TAIL = re.compile(rb"(\d+), #cached-token: (\d+)")  # _PREFILL after _PREFILL_WORD
+_RUNNING_WORD = b"#running-req: "
 _VLLM_HIT = re.compile(rb"Prefix cache hit rate: ([\d.]+)%")
 _LOAD_WORDS = [w.encode() for w in anchors.LOAD]
 GATE_LEN, GATE_MIN = 14, 6
@@ -51,6 +54,19 @@ class ScanResult:
     capped: bool = False  # more distinct lines than the report could use: the rest were counted, not kept
 
 
+@dataclass
+class LoadProbe:
+    """What the Hyperscan pass itself saw of a chunk's SGLang load lines, so that the load
+    figures need no pass of their own (see load_window): the end offset of every
+    `#new-token: `, of the first `#running-req: <v>` for each v of the window, and of the
+    first value over it (-1: none)."""
+
+    lo: int
+    prefill_ends: list[int] = field(default_factory=list)
+    first: dict[int, int] = field(default_factory=dict)
+    above: int = -1
+
+
 class Prefilter:
     """Finds byte offsets of literal keywords in a chunk, and which keyword each is.
 
@@ -59,8 +75,9 @@ class Prefilter:
     """
 
     def __init__(self, words: Iterable[str], prefer_hyperscan: bool = True,
-                 flagged: Iterable[str] = ()) -> None:
+                 flagged: Iterable[str] = (), window: tuple[int, int] | None = None) -> None:
         self.words = sorted({w for w in words if w})
+        self.window: tuple[int, int] | None = None  # the load probe's values, when it is compiled in
         flagged_set = set(flagged)
         self.flagged = [w in flagged_set for w in self.words]
         self.engine = "re"
@@ -72,10 +89,16 @@ class Prefilter:
 
                 db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
                 exprs = [re.escape(w).encode() for w in self.words]
+                flags = [0] * len(exprs)
+                if window is not None:
+                    probe = probe_expressions(*window)
+                    exprs += probe
+                    flags += [0] + [hyperscan.HS_FLAG_SINGLEMATCH] * (len(probe) - 1)
                 db.compile(expressions=exprs, ids=list(range(len(exprs))),
-                           elements=len(exprs), flags=[0] * len(exprs))
+                           elements=len(exprs), flags=flags)
                 self._hs = db
                 self.engine = "hyperscan"
+                self.window = window
             except ImportError:
                 self.note = "Hyperscan is not installed; using the portable scanner (about 5x slower on big logs)"
             except Exception as e:  # a pattern Hyperscan rejects: fall back and say so
@@ -135,17 +158,34 @@ class Prefilter:
 
     def hits(self, chunk: bytes | bytearray, n: int | None = None) -> list[tuple[int, int]]:
         """(end offset, word index) of every keyword occurrence in chunk[:n], overlaps included."""
-        n = len(chunk) if n is None else n
+        return self.hits_and_load(chunk, len(chunk) if n is None else n)[0]
+
+    def hits_and_load(self, chunk: bytes | bytearray, n: int) -> tuple[list[tuple[int, int]], LoadProbe | None]:
+        """hits(), and the load probe's findings when it is compiled in (else None)."""
         if self._hs is not None:
             out: list[tuple[int, int]] = []
+            nw = len(self.words)
+            probe = LoadProbe(self.window[0]) if self.window is not None else None
+            if probe is None:
+                def on_match(wid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+                    out.append((to, wid))
+            else:
+                ends, first, base = probe.prefill_ends, probe.first, probe.lo - nw - 2
 
-            def on_match(wid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-                out.append((to, wid))
+                def on_match(wid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+                    if wid < nw:
+                        out.append((to, wid))
+                    elif wid == nw:
+                        ends.append(to)
+                    elif wid == nw + 1:
+                        probe.above = to
+                    else:
+                        first[wid + base] = to
 
             with memoryview(chunk) as mv:
                 # the binding scans any buffer (no copy of the chunk); its stub says str or bytes
                 self._hs.scan(mv[:n], match_event_handler=on_match)  # type: ignore[type-var]
-            return out
+            return out, probe
         if self._gate_rx is None:
             self._gate_rx = self._gates(self._sample(chunk, n))
         res: list[tuple[int, int]] = []
@@ -173,7 +213,7 @@ class Prefilter:
                 if m_flag is not None:
                     res.append((start + m_flag.end(), self._wid[m_flag.group()]))
             pos = end + 1
-        return res
+        return res, None
 
 
 def trie_regex(words: list[bytes]) -> bytes:
@@ -205,7 +245,55 @@ def _decode(b: bytes | bytearray) -> str:
     return b[:LINE_CAP].decode("utf-8", "replace")
 
 
-def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line: int, lo: int | None = None) -> int:
+WINDOW_VALUES = 128  # Hyperscan confirms a hundred literals of one prefix for free; a thousand cost 0.35 s/GiB
+PROBE_MIN_BYTES = 64 * 1024 * 1024  # below this the two findall passes cost less than compiling a probe
+PROBE_SAMPLES, PROBE_SAMPLE_BYTES = 64, 64 * 1024
+
+
+def probe_expressions(lo: int, hi: int) -> list[bytes]:
+    """The load probe's Hyperscan expressions, in the id order hits_and_load expects: every
+    `#new-token: `, then (each reported once) any `#running-req:` value over `hi` or written
+    with a leading zero, then each value of [lo, hi].
+
+    A window literal has no terminator, so `#running-req: 72` also fires on 720. That is safe:
+    while the guard stays silent every value is at most hi, and a value that starts with the
+    digits of v is at least v, so the largest literal seen is the largest value, and its first
+    hit is a line holding exactly that value (one more digit would be a larger value)."""
+    digits = str(hi).encode()
+    over = [b"0[0-9]", b"[1-9][0-9]{%d}" % len(digits)]
+    for i, d in enumerate(digits):
+        if d < ord("9"):
+            rest = len(digits) - i - 1
+            over.append(digits[:i] + b"[%c-9]" % (d + 1) + (b"[0-9]{%d}" % rest if rest else b""))
+    head = re.escape(_RUNNING_WORD)
+    return ([re.escape(_PREFILL_WORD), head + b"(?:" + b"|".join(over) + b")"]
+            + [head + b"%d" % v for v in range(lo, hi + 1)])
+
+
+def load_window(path: str, size: int) -> tuple[int, int] | None:
+    """The values the load probe looks for in a big SGLang log: the WINDOW_VALUES just around
+    the largest `#running-req` of slices read from across the file. That value is in the file,
+    so some chunk has a window hit; a chunk with a larger value, or with none and no peak yet,
+    falls back to the findall pass (_peak_probed). None: the file is too small to be worth a
+    probe, or its slices hold no SGLang load line."""
+    if size < PROBE_MIN_BYTES:
+        return None
+    step = size // PROBE_SAMPLES
+    best = -1
+    with open(path, "rb") as fh:
+        for i in range(PROBE_SAMPLES):
+            fh.seek(i * step)
+            for v in set(_RUNNING_SGL.findall(fh.read(PROBE_SAMPLE_BYTES))):
+                best = max(best, int(v))
+    if best < 0:
+        return None
+    hi = best + WINDOW_VALUES // 4
+    lo = max(0, hi - WINDOW_VALUES + 1)
+    return lo, hi
+
+
+def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line: int, lo: int | None = None,
+               probe: LoadProbe | None = None) -> int:
     """Fold the load figures of buf[:n] into `summary` with C-level scans (no per-line Python);
     returns the offset of the last load line (-1: none), which the caller may pass in if known.
 
@@ -219,8 +307,14 @@ def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line:
         _peak(summary, buf, n, _RUNNING_VLLM, b"Running: %d reqs", first_line)
         summary.vllm_hit_rates.extend(float(x) for x in _VLLM_HIT.findall(buf, 0, n)[-1:])
         return lo
-    _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
-    pairs = _PREFILL.findall(buf, 0, n)
+    if probe is None:
+        _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
+        pairs = _PREFILL.findall(buf, 0, n)
+    else:
+        _peak_probed(summary, buf, n, probe, first_line)
+        # each `#new-token: ` opens at most one _PREFILL match, and none can hold another
+        tail = _PREFILL_TAIL.match
+        pairs = [m.groups() for t in probe.prefill_ends if (m := tail(buf, t, n))]
     if pairs:
         new, cached = zip(*pairs, strict=True)
         summary.new_tokens += sum(map(int, new))
@@ -237,6 +331,24 @@ def _peak(summary: LoadSummary, buf: bytes | bytearray, n: int, rx: re.Pattern[b
     if best > summary.peak_running:
         summary.peak_running = best
         summary.peak_line = first_line + buf.count(b"\n", 0, buf.find(fmt % best, 0, n))
+
+
+def _peak_probed(summary: LoadSummary, buf: bytes | bytearray, n: int, probe: LoadProbe, first_line: int) -> None:
+    """_peak from the probe's window hits before n; the findall pass only when the probe cannot
+    tell: a value over the window, or no window value while the peak so far is under it (the
+    exact smaller peak may still be reported, as the peak before a crash)."""
+    if 0 <= probe.above <= n:
+        _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
+        return
+    seen = [v for v, t in probe.first.items() if t <= n]
+    if not seen:
+        if summary.peak_running < probe.lo:
+            _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
+        return  # every value here is under the window, so under the peak already found
+    best = max(seen)
+    if best > summary.peak_running:
+        summary.peak_running = best
+        summary.peak_line = first_line + buf.count(b"\n", 0, probe.first[best])
 
 
 def _last_load(chunk: bytes | bytearray, end: int) -> int:
@@ -425,7 +537,8 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
         starts: set[int] = set()
         flagged_starts: set[int] = set()
         start, stop = -1, -1  # the line of the previous hit: hits come in offset order
-        for end, wid in prefilter.hits(buf, n):
+        found, probe = prefilter.hits_and_load(buf, n)
+        for end, wid in found:
             if not start <= end - 1 < stop:
                 start = buf.rfind(b"\n", 0, end - 1) + 1
                 stop = buf.find(b"\n", end - 1, n)
@@ -473,7 +586,7 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                     before = LoadSummary(res.load.peak_running, res.load.peak_line, res.load.new_tokens,
                                          res.load.cached_tokens, res.load.prefill_lines,
                                          list(res.load.vllm_hit_rates))
-                    _summarise(buf, start, before, line_no)
+                    _summarise(buf, start, before, line_no, probe=probe)
                     res.load_before_failure = before
             if any(raw.find(c, 0, CONTENT_AT) >= 0 for c in CONTENT_BYTES):
                 continue  # a request's content (right after the line's prefix): user text, not the server's
@@ -501,7 +614,7 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
         if last_w is not None and last_w is not open_w:
             keeper.window(last_w)
         nl = (no - line_no) + buf.count(b"\n", pos, n)  # newlines before the last hit + after it
-        lo = _summarise(buf, n, res.load, line_no)
+        lo = _summarise(buf, n, res.load, line_no, probe=probe)
         if lo >= 0:
             le = buf.find(b"\n", lo, n)
             # counted back from the chunk's end: the last load line is near it
