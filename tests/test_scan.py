@@ -100,3 +100,63 @@ def test_request_content_is_never_kept(catalogue):
     served = "[2025-06-24 22:27:59 TP0] Decode batch. #running-req: 1, #token: 100, token usage: 0.01\n"
     res = scan(iter_chunks(io.BytesIO(((prompt + served) * 50).encode())), prefilter_for(catalogue))
     assert res.lines == {} and not res.keyword_lines
+
+
+def _noisy_log(path, size_mb: str = "3", tracebacks: str = "300") -> dict:
+    """A noisy SGLang log from the benchmark's generator: request tracebacks the server
+    survived, spread over the traffic, then the crash that killed it at the end."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "make_logs", Path(__file__).resolve().parents[1] / "benchmarks" / "make_logs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    args = mod.parse_args(["noisy", "--size-mb", size_mb, "--out", str(path), "--tracebacks", tracebacks])
+    with open(path, "wb") as fh:
+        return mod.generate(args, fh)
+
+
+@pytest.fixture(scope="module")
+def noisy(tmp_path_factory):
+    path = tmp_path_factory.mktemp("noisy") / "noisy.log"
+    return path, _noisy_log(path)
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5])
+def test_noisy_ranges_merge_to_the_whole(catalogue, noisy, parts):
+    """Each range keeps its own first copies of a request traceback; merged, the copies past
+    KEEP_COPIES become repeats again, so counts and end lines are those of one pass."""
+    import triage.pipeline.scan as scan_mod
+
+    path, _meta = noisy
+    pf = prefilter_for(catalogue, True)
+    with open(path, "rb") as fh:
+        whole = scan(iter_chunks(fh), pf)
+    cuts = split_points(str(path), path.stat().st_size, parts)
+    merged = merge([scan_mod.scan_range(str(path), cuts[i], cuts[i + 1], pf) for i in range(len(cuts) - 1)])
+    assert whole.repeats  # the log repeats tracebacks past what is kept
+    assert merged.repeats == whole.repeats
+    assert _report_json(merged, catalogue) == _report_json(whole, catalogue)
+
+
+def test_noisy_load_figures_are_those_at_the_crash(catalogue, noisy):
+    """The first failure-looking line is a request error near the start; the figures reported
+    are those up to the crash at the end, whatever the chunk size."""
+    import json
+
+    path, meta = noisy
+    pf = prefilter_for(catalogue, True)
+    docs = []
+    for size in (256 * 1024, 8 * 1024 * 1024):
+        with open(path, "rb") as fh:
+            res = scan(iter_chunks(fh, size=size), pf)
+        doc = json.loads(_report_json(res, catalogue))
+        docs.append(doc)
+        assert res.load_before_failure is not None and res.load_before_failure.prefill_lines < res.load.prefill_lines
+        cache = doc["timeline"]["prefix_cache"]
+        assert cache["prompt_tokens"] == res.load.new_tokens + res.load.cached_tokens
+        assert doc["timeline"]["peak_running"]["running"] == res.load.peak_running
+        assert doc["timeline"]["crash"]["line"] >= meta["crash"]["first_line"]
+        assert doc["timeline"]["last_load"]["line"] < meta["crash"]["first_line"] <= doc["timeline"]["last_load"]["line"] + 40
+    assert docs[0] == docs[1]

@@ -116,8 +116,7 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     messages = {no: ln.message for no, ln in by_no.items()}
     for f in report.failures:
         f.hints = hints_for(f, env.engine, env.version, messages)
-    # the load the server was under when it died, else over the whole log
-    load = res.load_before_failure if report.fatal_failures and res.load_before_failure else res.load
+    load = _load_at_crash(res, report.failures)
     report.timeline = _timeline(res, lines, by_no, report.failures, load)
     for x in report.findings:
         x.source = name
@@ -156,6 +155,20 @@ def _count_repeats(res: ScanResult, failures: list[Failure]) -> None:
             f = failures[i]
             f.count += more[0]
             f.last_line = max(f.last_line or 0, more[1])
+
+
+def _load_at_crash(res: ScanResult, failures: list[Failure]) -> LoadSummary:
+    """The load the server was under when it died (up to the last failure-looking line the scan
+    kept figures for within the crash), else over the whole log. A noisy log's first failure is
+    a request error millions of lines before the crash: its figures would be the start-up's."""
+    fatal = next((f for f in failures if f.fatal), None)
+    if fatal is None:
+        return res.load
+    end = max(fatal.end_line or fatal.line, fatal.line)
+    at = max((a for a in res.load_at if a <= end), default=None)
+    if at is not None:
+        return res.load_at[at]
+    return res.load_before_failure or res.load
 
 
 def _timeline(res: ScanResult, lines: list, by_no: dict, failures: list[Failure], load: LoadSummary) -> Timeline:

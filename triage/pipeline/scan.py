@@ -42,7 +42,10 @@ class ScanResult:
     last_load: dict[int, tuple[int, str]] = field(default_factory=dict)  # anchor line -> load line
     final_load: tuple[int, str] | None = None
     load: LoadSummary = field(default_factory=LoadSummary)
-    load_before_failure: LoadSummary | None = None
+    load_before_failure: LoadSummary | None = None  # the load up to the first failure-looking line
+    # the load up to a failure-looking line: the first of each chunk, and the first after the
+    # chunk's last load line (where a crash that stopped the server is): anchor line -> figures
+    load_at: dict[int, LoadSummary] = field(default_factory=dict)
     engine_used: str = "re"
     scanner_note: str | None = None  # Prefilter.note
     keyword_lines: set[int] = field(default_factory=set)  # lines holding a catalogue keyword
@@ -51,6 +54,10 @@ class ScanResult:
     # identical windows and lines past the copies kept: key -> (how many more, last line)
     repeats: dict[bytes, tuple[int, int]] = field(default_factory=dict)
     window_keys: dict[int, bytes] = field(default_factory=dict)  # header line of a kept window -> its key
+    # the copies kept of each key, in order, as the lines each added: merge() turns a later
+    # range's copies past KEEP_COPIES into repeats, as one pass would have
+    copies: dict[bytes, list[list[int]]] = field(default_factory=dict)
+    walked_to: int = 0  # the last line of the window that went on past the range's end (0: none)
     capped: bool = False  # more distinct lines than the report could use: the rest were counted, not kept
 
 
@@ -502,6 +509,7 @@ class _Keeper:
             self.res.lines[no] = _decode(raw)
             if no in flagged:
                 self.res.keyword_lines.add(no)
+        self.res.copies.setdefault(key, []).append([no for no, _ in new])
 
     def _drop_oldest(self) -> None:
         key, nos, size = self.tail.popleft()
@@ -513,6 +521,7 @@ class _Keeper:
             self.res.window_keys.pop(no, None)
         self.seen.pop(key, None)
         self.res.repeats.pop(key, None)
+        self.res.copies.pop(key, None)
 
     def repeat(self, key: bytes, no: int) -> None:
         count, _last = self.res.repeats.get(key, (0, no))
@@ -556,6 +565,10 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
             if not (consumed >= n and not open_w.done):
                 open_w = None
         chunk_failure_off = -1
+        # the first failure-looking line after the chunk's last load line: the load figures at
+        # it are the chunk's own, so a crash at the end of the log gets those of the whole run
+        last_lo = _last_load(buf, n)
+        after_load = -1
         repeat_raw: bytes | None = None  # a line only counted, and its key: see below
         repeat_key = b""
         for start in sorted(starts):
@@ -571,6 +584,8 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                 keeper.repeat(repeat_key, no)
                 continue
             repeat_raw = None
+            if after_load < 0 and start > last_lo and any(h in raw for h in FAILURE_HINTS):
+                after_load = no
             if chunk_failure_off < 0 and any(h in raw for h in FAILURE_HINTS):
                 chunk_failure_off = start
                 res.failure_anchors.append(no)
@@ -588,6 +603,7 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                                          list(res.load.vllm_hit_rates))
                     _summarise(buf, start, before, line_no, probe=probe)
                     res.load_before_failure = before
+                    res.load_at[no] = _add(before, LoadSummary())  # a copy: each is shifted once (_shift)
             if any(raw.find(c, 0, CONTENT_AT) >= 0 for c in CONTENT_BYTES):
                 continue  # a request's content (right after the line's prefix): user text, not the server's
             if start < consumed and last_w is not None:
@@ -614,12 +630,18 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
         if last_w is not None and last_w is not open_w:
             keeper.window(last_w)
         nl = (no - line_no) + buf.count(b"\n", pos, n)  # newlines before the last hit + after it
-        lo = _summarise(buf, n, res.load, line_no, probe=probe)
+        lo = _summarise(buf, n, res.load, line_no, lo=last_lo, probe=probe)
+        if after_load >= 0 and after_load not in res.load_at:
+            res.load_at[after_load] = _add(res.load, LoadSummary())
+            if after_load not in res.failure_anchors:
+                res.failure_anchors.append(after_load)
         if lo >= 0:
             le = buf.find(b"\n", lo, n)
             # counted back from the chunk's end: the last load line is near it
             prev_load = (line_no + nl - buf.count(b"\n", lo, n), _decode(buf[lo : le if le >= 0 else n]))
             res.last_serving = max(res.last_serving, prev_load[0])
+        if after_load >= 0 and after_load not in res.last_load and prev_load is not None:
+            res.last_load[after_load] = prev_load
         # an access line answered 2xx near the chunk's end: the server was serving there
         ho = buf.rfind(SERVING_WORD, max(0, n - SERVING_TAIL), n)
         if ho >= 0:
@@ -636,6 +658,7 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                 p, no = _walk(open_w, buf, 0, n, no)
                 if open_w.done or p < n:
                     break
+        res.walked_to = open_w.lines[-1][0]
         keeper.window(open_w)
     return res
 
@@ -739,7 +762,11 @@ def _shift(res: ScanResult, by: int) -> None:
         res.last_serving += by
     res.repeats = {k: (c, last + by) for k, (c, last) in res.repeats.items()}
     res.window_keys = {h + by: k for h, k in res.window_keys.items()}
-    for summary in (res.load, res.load_before_failure):
+    res.copies = {k: [[n + by for n in c] for c in cs] for k, cs in res.copies.items()}
+    if res.walked_to:
+        res.walked_to += by
+    res.load_at = {a + by: v for a, v in res.load_at.items()}
+    for summary in (res.load, res.load_before_failure, *res.load_at.values()):
         if summary is not None and summary.peak_line is not None:
             summary.peak_line += by
 
@@ -750,16 +777,45 @@ def _add(a: LoadSummary, b: LoadSummary) -> LoadSummary:
                        a.prefill_lines + b.prefill_lines, a.vllm_hit_rates + b.vllm_hit_rates)
 
 
+def _fold_copies(out: ScanResult, res: ScanResult, reach: int) -> set[int]:
+    """The lines of `res`'s kept copies that one pass would not have kept: those inside the
+    window the range before walked on into this one (up to line `reach`), and those past the
+    KEEP_COPIES that `out` (the ranges before) and `res` keep of a key together, whose counts
+    go to out.repeats. A key already kept before loses `res`'s own header for it, so that its
+    repeats are counted once (analyze._count_repeats)."""
+    dropped: set[int] = set()
+    first_header = {k: h for h, k in res.window_keys.items()}
+    for key, copies in res.copies.items():
+        have = out.copies.setdefault(key, [])
+        if have and key in first_header:
+            res.window_keys.pop(first_header[key], None)
+        for c in copies:
+            if c and c[-1] <= reach:
+                dropped.update(c)  # a line of the window walked on into this range
+                continue
+            if len(have) < KEEP_COPIES:
+                have.append(c)
+                continue
+            dropped.update(c)
+            if c:
+                count, last = out.repeats.get(key, (0, c[0]))
+                out.repeats[key] = (count + 1, max(last, c[0]))
+    return dropped
+
+
 def merge(parts: list[ScanResult]) -> ScanResult:
     """Results of consecutive byte ranges -> the result of one pass over the whole."""
     out = ScanResult(engine_used=parts[0].engine_used, scanner_note=parts[0].scanner_note)
-    offset = 0
+    offset = reach = 0
     for res in parts:
         _shift(res, offset)
         res.failure_anchors = [a + offset for a in res.failure_anchors]
+        dropped = _fold_copies(out, res, reach)
+        reach = res.walked_to
         for n, t in res.lines.items():
-            out.lines.setdefault(n, t)
-        out.keyword_lines |= res.keyword_lines
+            if n not in dropped:
+                out.lines.setdefault(n, t)
+        out.keyword_lines |= res.keyword_lines - dropped
         for a, v in res.last_load.items():
             out.last_load.setdefault(a, v)
         # a failure early in a range whose last load line is in an earlier range
@@ -769,14 +825,17 @@ def merge(parts: list[ScanResult]) -> ScanResult:
         out.failure_anchors += res.failure_anchors
         if out.load_before_failure is None and res.load_before_failure is not None:
             out.load_before_failure = _add(out.load, res.load_before_failure)
+        for a, upto in res.load_at.items():  # a range's figures start at its first byte
+            out.load_at.setdefault(a, _add(out.load, upto))
         out.load = _add(out.load, res.load)
         if res.final_load is not None:
             out.final_load = res.final_load
         out.total_bytes += res.total_bytes
         out.last_serving = max(out.last_serving, res.last_serving)
         out.capped = out.capped or res.capped
-        for k, h in res.window_keys.items():
-            out.window_keys.setdefault(k, h)
+        for h, k in res.window_keys.items():
+            if h not in dropped:
+                out.window_keys.setdefault(h, k)
         for rk, (c, last) in res.repeats.items():
             have = out.repeats.get(rk, (0, last))
             out.repeats[rk] = (have[0] + c, max(have[1], last))
