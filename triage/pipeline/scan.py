@@ -314,14 +314,24 @@ def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line:
         _peak(summary, buf, n, _RUNNING_VLLM, b"Running: %d reqs", first_line)
         summary.vllm_hit_rates.extend(float(x) for x in _VLLM_HIT.findall(buf, 0, n)[-1:])
         return lo
-    if probe is None:
-        _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
-        pairs = _PREFILL.findall(buf, 0, n)
-    else:
+    if probe is not None:
         _peak_probed(summary, buf, n, probe, first_line)
-        # each `#new-token: ` opens at most one _PREFILL match, and none can hold another
+        # each `#new-token: ` opens at most one _PREFILL match, and none can hold another; a
+        # plain loop: half a million lines per GiB, where a list of pairs and zip cost 0.14 s
         tail = _PREFILL_TAIL.match
-        pairs = [m.groups() for t in probe.prefill_ends if (m := tail(buf, t, n))]
+        new = cached = lines = 0
+        for t in probe.prefill_ends:
+            m = tail(buf, t, n)
+            if m is not None:
+                new += int(m[1])
+                cached += int(m[2])
+                lines += 1
+        summary.new_tokens += new
+        summary.cached_tokens += cached
+        summary.prefill_lines += lines
+        return lo
+    _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
+    pairs = _PREFILL.findall(buf, 0, n)
     if pairs:
         new, cached = zip(*pairs, strict=True)
         summary.new_tokens += sum(map(int, new))
