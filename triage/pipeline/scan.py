@@ -333,9 +333,9 @@ def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line:
     _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
     pairs = _PREFILL.findall(buf, 0, n)
     if pairs:
-        new, cached = zip(*pairs, strict=True)
-        summary.new_tokens += sum(map(int, new))
-        summary.cached_tokens += sum(map(int, cached))
+        news, cacheds = zip(*pairs, strict=True)
+        summary.new_tokens += sum(map(int, news))
+        summary.cached_tokens += sum(map(int, cacheds))
         summary.prefill_lines += len(pairs)
     return lo
 
