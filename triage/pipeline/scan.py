@@ -455,8 +455,9 @@ class _Keeper:
     distinct lines keeps its start and its end (where the crash usually is), never grows the
     table of seen keys past the cap, and the report says the cap was hit."""
 
-    def __init__(self, res: ScanResult) -> None:
+    def __init__(self, res: ScanResult, copies: bool = False) -> None:
         self.res = res
+        self.copies = copies  # note each copy's lines: only a byte range's result is merged
         self.seen: dict[bytes, int] = {}
         self.head_lines = 0
         self.head_bytes = 0
@@ -519,7 +520,8 @@ class _Keeper:
             self.res.lines[no] = _decode(raw)
             if no in flagged:
                 self.res.keyword_lines.add(no)
-        self.res.copies.setdefault(key, []).append([no for no, _ in new])
+        if self.copies:
+            self.res.copies.setdefault(key, []).append([no for no, _ in new])
 
     def _drop_oldest(self) -> None:
         key, nos, size = self.tail.popleft()
@@ -542,9 +544,10 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
          overflow: Iterable[bytes | tuple[bytearray, int]] | None = None) -> ScanResult:
     """One pass over `chunks` (bytes, or (buffer, n) spans from read.iter_spans).
     `overflow` (data after a byte range) only completes windows that the range's last lines
-    opened; it is not scanned itself."""
+    opened; it is not scanned itself. Given, this is a range's scan that merge() will fold, so
+    the keeper also notes the lines of each copy it keeps (ScanResult.copies)."""
     res = ScanResult(engine_used=prefilter.engine, scanner_note=prefilter.note)
-    keeper = _Keeper(res)
+    keeper = _Keeper(res, copies=overflow is not None)
     window_words = [(w.encode(), n) for w, n in anchors.WINDOW.items()]
     line_no = 1  # number of the first line of the current chunk
     open_w: _Window | None = None  # a window still taking lines at the end of the last chunk
@@ -567,6 +570,7 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                 starts.add(start)
             if flags[wid]:
                 flagged_starts.add(start)
+        del found  # a chunk of `Killed` lines has a million hits: not held while its lines are read
         pos, no = 0, line_no
         consumed = 0  # offset up to which the last window walked
         last_w = open_w  # the last window walked: hits inside it mark its lines
@@ -594,9 +598,12 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                 keeper.repeat(repeat_key, no)
                 continue
             repeat_raw = None
-            if after_load < 0 and start > last_lo and any(h in raw for h in FAILURE_HINTS):
+            # one look for the hints per line, and none once both lines are found
+            failing = (chunk_failure_off < 0 or (after_load < 0 and start > last_lo)) and any(
+                h in raw for h in FAILURE_HINTS)
+            if failing and after_load < 0 and start > last_lo:
                 after_load = no
-            if chunk_failure_off < 0 and any(h in raw for h in FAILURE_HINTS):
+            if failing and chunk_failure_off < 0:
                 chunk_failure_off = start
                 res.failure_anchors.append(no)
                 # the load figures just before the crash, and the peak up to it
