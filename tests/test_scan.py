@@ -160,3 +160,20 @@ def test_noisy_load_figures_are_those_at_the_crash(catalogue, noisy):
         assert doc["timeline"]["crash"]["line"] >= meta["crash"]["first_line"]
         assert doc["timeline"]["last_load"]["line"] < meta["crash"]["first_line"] <= doc["timeline"]["last_load"]["line"] + 40
     assert docs[0] == docs[1]
+
+
+def test_noisy_repeats_count_towards_their_own_traceback(catalogue, noisy):
+    """Each kind of request traceback is counted as often as the generator wrote it: a
+    repeated window's count goes to the failure of the traceback its kept copy is, not to the
+    first failure whose (merged, log-long) span happens to hold it."""
+    import json
+
+    path, meta = noisy
+    with open(path, "rb") as fh:
+        res = scan(iter_chunks(fh), prefilter_for(catalogue, True))
+    doc = json.loads(_report_json(res, catalogue))
+    counts = sorted(f["count"] for f in doc["failures"] if not f["fatal"])
+    kinds = meta["request_traceback_kinds"]
+    assert max(kinds.values()) > 16  # past KEEP_COPIES: some copies were only counted
+    for kind, n in kinds.items():
+        assert n in counts, (kind, n, counts)

@@ -89,8 +89,9 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     by_no = {ln.no: ln for ln in lines}
     tracebacks = parse_tracebacks(lines)
     markers = find_markers(lines, spans_of(tracebacks))
-    failures = build_failures(tracebacks, markers, source=name)
-    _count_repeats(res, failures)
+    repeats, headers = _repeats_by_traceback(res, tracebacks)
+    failures = build_failures(tracebacks, markers, source=name, repeats=repeats)
+    _count_repeats(res, failures, headers)
     cfg = extract(lines)
     env = build_environment(lines, cfg, opts.version, failures)
     mismatch = _command_mismatch(opts.command, env.engine)
@@ -136,22 +137,46 @@ def _command_mismatch(command: str | None, engine: str | None) -> str | None:
             "the command was not used (give the command that started this server)")
 
 
-def _count_repeats(res: ScanResult, failures: list[Failure]) -> None:
-    """Tracebacks the scan saw more often than it kept (identical request errors, thousands of
-    them in a noisy log) count towards the failure their kept copy became: the first failure
-    (in line order) whose lines hold the header, found by bisection over the running maximum
-    of their last lines."""
+def _repeats_by_traceback(res: ScanResult, tracebacks: list) -> tuple[dict[int, tuple[int, int]], dict[int, bytes]]:
+    """Windows the scan saw more often than it kept (identical request errors, thousands of
+    them in a noisy log), keyed by the first line of the traceback their kept copy became:
+    (how many more, the last one's line). build_failures adds them to that traceback's failure,
+    whichever failure it is merged into. Also returns the headers no traceback holds."""
     import bisect
-    from itertools import accumulate
 
-    starts = [f.line for f in failures]  # build_failures returns them in line order
-    reach = list(accumulate((max(f.end_line or f.line, f.line) for f in failures), max))
+    starts = [tb.line for tb in tracebacks]  # parse_tracebacks returns them in line order
+    by_tb: dict[int, tuple[int, int]] = {}
+    left: dict[int, bytes] = {}
     for header, key in res.window_keys.items():
         more = res.repeats.get(key)
         if more is None:
             continue
-        i = bisect.bisect_left(reach, header)  # the first failure reaching down to the header
-        if i < bisect.bisect_right(starts, header):
+        j = bisect.bisect_left(starts, header)
+        if j < len(starts) and starts[j] - header <= _HEADER_TO_TRACEBACK:
+            tb = tracebacks[j]  # the window opened on (or just above) the traceback's first line
+        elif j and tracebacks[j - 1].end_line >= header:
+            tb = tracebacks[j - 1]  # opened inside it (a `File "` line)
+        else:
+            left[header] = key
+            continue
+        count, last = by_tb.get(tb.line, (0, 0))
+        by_tb[tb.line] = (count + more[0], max(last, more[1]))
+    return by_tb, left
+
+
+_HEADER_TO_TRACEBACK = 8  # lines from a window's header down to the traceback parsed in it
+
+
+def _count_repeats(res: ScanResult, failures: list[Failure], headers: dict[int, bytes]) -> None:
+    """Repeats of windows that no traceback holds (a marker's window) count towards the
+    failure whose lines hold the header; only the innermost such failure, found by bisection."""
+    import bisect
+
+    starts = [f.line for f in failures]  # build_failures returns them in line order
+    for header, key in headers.items():
+        more = res.repeats[key]
+        i = bisect.bisect_right(starts, header) - 1
+        if i >= 0 and header <= max(failures[i].end_line or failures[i].line, failures[i].line):
             f = failures[i]
             f.count += more[0]
             f.last_line = max(f.last_line or 0, more[1])

@@ -67,9 +67,12 @@ def spans_of(tracebacks: list[Traceback]) -> list[tuple[int, int]]:
     return [(tb.line, tb.end_line) for tb in tracebacks]
 
 
-def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source: str | None = None) -> list[Failure]:
+def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source: str | None = None,
+                   repeats: dict[int, tuple[int, int]] | None = None) -> list[Failure]:
     """Every lookup below is indexed (by fingerprint, by line, by masked message): a log with
-    10,000 distinct tracebacks costs 10,000 steps, not 10,000 squared."""
+    10,000 distinct tracebacks costs 10,000 steps, not 10,000 squared. `repeats`: copies of a
+    traceback the scan only counted, by its first line (how many, the last one's line)."""
+    repeats = repeats or {}
     by_fp: dict[str, Failure] = {}
     # the same crash under another fingerprint, by (exception, masked message): line-ordered
     by_key: dict[tuple[str, str], tuple[list[int], list[Failure]]] = {}
@@ -95,6 +98,10 @@ def build_failures(tracebacks: list[Traceback], markers: list[MarkerHit], source
         if have is not tbf:
             have.end_line = max(have.end_line or 0, tbf.end_line or 0)
             have.count += 1
+        more = repeats.get(tb.line)
+        if more is not None:
+            have.count += more[0]
+            have.last_line = max(have.last_line or 0, more[1])
         _add_rank(have, tb.rank)
     failures = list(by_fp.values())
 
