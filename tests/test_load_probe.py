@@ -69,6 +69,9 @@ def test_probe_gives_the_findall_figures(catalogue, shape, window, crash_at):
     b"Decode batch. #running-req: 2500\nDecode batch. #running-req: 251, #token: 1\n",  # over, no comma
     b"Decode batch. #running-req: 25\nDecode batch. #running-req: 2\n",  # under, no comma
     b"Decode batch. #running-req: 253",  # no newline at the end
+    b"Decode batch. #running-req: " + b"9" * 5000 + b", #token: 1\nDecode batch. #running-req: 251, #token: 1\n",
+    b"Prefill batch. #new-seq: 1, #new-token: " + b"7" * 30 + b", #cached-token: 1, #running-req: 3\n"
+    b"Prefill batch. #new-seq: 1, #new-token: 5, #cached-token: 2, #running-req: 250\n",
 ])
 def test_probe_edge_values(catalogue, text):
     plain, probed = prefilter_for(catalogue, True), prefilter_for(catalogue, True, (200, 327))
@@ -99,3 +102,23 @@ def test_window_is_sampled_around_the_largest_value(tmp_path):
     none = tmp_path / "vllm.log"
     none.write_bytes(b"Avg prompt throughput: 1.0 tokens/s, Running: 3 reqs\n" * (70 * 1024 * 1024 // 50))
     assert load_window(str(none), none.stat().st_size) is None
+
+
+def test_digits_that_are_no_figure_are_skipped_not_a_crash(catalogue):
+    """A run of 5,000 digits (int() refuses over 4,300) or a `1.2.3` on a load line, the last
+    one before the crash: the figures come from the lines that hold real ones."""
+    from triage.pipeline.analyze import analyze_text
+
+    load = ("[2025-09-14 06:14:29 TP0] Decode batch. #running-req: " + "9" * 5000 + ", #token: 1, token usage: "
+            "0.3.5, cuda graph: False, gen throughput (token/s): 1.2.3, #queue-req: " + "8" * 5000)
+    text = "\n".join([
+        "[2025-09-14 06:14:28 TP0] Prefill batch. #new-seq: 1, #new-token: 12, #cached-token: 3, token usage: 0.30, "
+        "#running-req: 3, #queue-req: 0", load,
+        "[2025-09-14 06:14:30 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl/scheduler.py", line 10, in event_loop', "    self.run()",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", ""])
+    report = analyze_text(text, catalogue)
+    assert report.timeline.peak_running is not None and report.timeline.peak_running.running == 3
+    last = report.timeline.last_load
+    assert last is not None and last.line == 2
+    assert (last.running, last.queued, last.token_usage, last.throughput) == (None, None, None, None)

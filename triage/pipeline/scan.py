@@ -19,13 +19,15 @@ from triage.core import vocabulary as anchors
 from triage.core.load_summary import LoadSummary
 from triage.core.vocabulary import CONTENT_BYTES, FAILURE_HINTS
 
-_RUNNING_SGL = re.compile(rb"#running-req: (\d+)")
-_RUNNING_VLLM = re.compile(rb"Running: (\d+) reqs")
-_PREFILL = re.compile(rb"#new-token: (\d+), #cached-token: (\d+)")
+# a figure is at most 18 digits: a longer run of digits (a hostile log) is no figure, and int()
+# refuses strings of over 4,300 digits
+_RUNNING_SGL = re.compile(rb"#running-req: (\d{1,18})(?!\d)")
+_RUNNING_VLLM = re.compile(rb"Running: (\d{1,18}) reqs")
+_PREFILL = re.compile(rb"#new-token: (\d{1,18}), #cached-token: (\d{1,18})(?!\d)")
 _PREFILL_WORD = b"#new-token: "
-_PREFILL_TAIL = re.compile(rb"(\d+), #cached-token: (\d+)")  # _PREFILL after _PREFILL_WORD
+_PREFILL_TAIL = re.compile(rb"(\d{1,18}), #cached-token: (\d{1,18})(?!\d)")  # _PREFILL after _PREFILL_WORD
 _RUNNING_WORD = b"#running-req: "
-_VLLM_HIT = re.compile(rb"Prefix cache hit rate: ([\d.]+)%")
+_VLLM_HIT = re.compile(rb"Prefix cache hit rate: (\d{1,3}(?:\.\d{1,6})?)%")
 _LOAD_WORDS = [w.encode() for w in anchors.LOAD]
 GATE_LEN, GATE_MIN = 14, 6
 SAMPLE_BYTES, SAMPLE_SLICES = 64 * 1024, 32  # what the gates are chosen on
@@ -347,7 +349,8 @@ def _peak(summary: LoadSummary, buf: bytes | bytearray, n: int, rx: re.Pattern[b
     best = max(map(int, vals)) if vals else 0
     if best > summary.peak_running:
         summary.peak_running = best
-        summary.peak_line = first_line + buf.count(b"\n", 0, buf.find(fmt % best, 0, n))
+        at = re.compile(re.escape(fmt % best) + rb"(?!\d)").search(buf, 0, n)  # as rx read it
+        summary.peak_line = first_line + buf.count(b"\n", 0, at.start() if at is not None else 0)
 
 
 def _peak_probed(summary: LoadSummary, buf: bytes | bytearray, n: int, probe: LoadProbe, first_line: int) -> None:

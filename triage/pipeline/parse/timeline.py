@@ -16,11 +16,13 @@ FIRED_UP = "The server is fired up and ready to roll"
 KV_TOKENS = re.compile(r"KV Cache is allocated\.?.*?#tokens: (\d+)|GPU KV cache size: ([\d,]+) tokens|max_total_num_tokens=(\d+)")
 LOADING = re.compile(r"Load weight begin|Init torch distributed begin|Starting to load model|Loading model weights|Loading safetensors")
 
+_INT = r"(\d{1,18})(?!\d)"  # a longer run of digits is no figure (and int() refuses 4,300)
+_FLOAT = r"(\d{1,18}(?:\.\d{1,18})?)(?![\d.])"  # "1.2.3" is none either
 _NUM = {
-    "running": re.compile(r"#running-req: (\d+)|Running: (\d+) reqs"),
-    "queued": re.compile(r"#queue-req: (\d+)|(?:Waiting|Pending): (\d+) reqs"),
-    "token_usage": re.compile(r"token usage: ([\d.]+)|GPU KV cache usage: ([\d.]+)%"),
-    "throughput": re.compile(r"gen throughput \(token/s\): ([\d.]+)|Avg generation throughput: ([\d.]+)"),
+    "running": re.compile(rf"#running-req: {_INT}|Running: {_INT} reqs"),
+    "queued": re.compile(rf"#queue-req: {_INT}|(?:Waiting|Pending): {_INT} reqs"),
+    "token_usage": re.compile(rf"token usage: {_FLOAT}|GPU KV cache usage: {_FLOAT}%"),
+    "throughput": re.compile(rf"gen throughput \(token/s\): {_FLOAT}|Avg generation throughput: {_FLOAT}"),
 }
 _GRAPH = re.compile(r"cuda graph: (True|False)")
 
