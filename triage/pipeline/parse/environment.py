@@ -95,7 +95,7 @@ _GPU_NAME = [
     lazy(r"Your ((?:NVIDIA |Tesla |GeForce |Quadro )?[\w -]{2,30}?) GPU has compute capability"),
     lazy(r"GPU \d+: ((?:NVIDIA|Tesla|AMD) [\w -]+?)(?: \(UUID|$)"),
 ]
-_GPU_MEM = lazy(r"GPU (\d+) has a total capacity of ([\d.]+) GiB")
+_GPU_MEM = lazy(r"GPU (\d{1,4}) has a total capacity of (\d{1,9}(?:\.\d{1,9})?) GiB")
 
 
 def _gpu(lines: list[LogLine], env: Environment) -> None:

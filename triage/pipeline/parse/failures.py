@@ -17,7 +17,7 @@ from triage.pipeline.parse.lines import LogLine
 from triage.pipeline.parse.markers import LEADING_EXC, MarkerHit
 from triage.pipeline.parse.traceback import THREAD_DUMP, TRUNCATED, Traceback, unwrap
 
-_RANK_ORDER = regex.compile(r"\d+")
+_RANK_ORDER = regex.compile(r"\d{1,9}")  # bounded: int() refuses a run of 4,300 digits
 
 
 def _rank_key(r: str) -> tuple:

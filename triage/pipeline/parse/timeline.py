@@ -13,7 +13,8 @@ GRAPH_BEGIN = re.compile(r"Capture (?:cuda graph|\w+ \w+ CUDA graph|piecewise CU
 GRAPH_END = re.compile(r"Capture cuda graph end|CUDA graph end\.|Graph capturing finished")
 READY = re.compile(r"The server is fired up and ready to roll|Application startup complete")
 FIRED_UP = "The server is fired up and ready to roll"
-KV_TOKENS = re.compile(r"KV Cache is allocated\.?.*?#tokens: (\d+)|GPU KV cache size: ([\d,]+) tokens|max_total_num_tokens=(\d+)")
+KV_TOKENS = re.compile(r"KV Cache is allocated\.?.*?#tokens: (\d{1,18})(?!\d)|GPU KV cache size: (\d[\d,]{0,23}) tokens"
+                       r"|max_total_num_tokens=(\d{1,18})(?!\d)")
 LOADING = re.compile(r"Load weight begin|Init torch distributed begin|Starting to load model|Loading model weights|Loading safetensors")
 
 _INT = r"(\d{1,18})(?!\d)"  # a longer run of digits is no figure (and int() refuses 4,300)

@@ -23,11 +23,11 @@ CHAIN_MARKERS = (
     "The above exception was the direct cause of the following exception",
 )
 FRAME = regex.compile(
-    r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>[^\s]+)'
+    r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d{1,9}),? in (?P<func>[^\s]+)'
     # IPython / Jupyter: File /path/x.py:105, in LLM.__init__(self, ...)
-    r'|^\s*File (?P<file>[/~\w.-][^\s:]*\.py):(?P<line>\d+), in (?P<func>[\w.<>]+)'
+    r'|^\s*File (?P<file>[/~\w.-][^\s:]*\.py):(?P<line>\d{1,9}), in (?P<func>[\w.<>]+)'
 )
-FAULTHANDLER_FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+FAULTHANDLER_FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d{1,9}) in (?P<func>\S+)')
 # A Python exception line: optional dotted module path, a class name, optional ": message"
 EXC_LINE = regex.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?::\s?(?P<msg>.*))?$")
 WRAPPERS = [
