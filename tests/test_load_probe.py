@@ -35,8 +35,7 @@ def _log(seed: int, values: list[int], crash_at: int | None = None) -> bytes:
 
 
 def _figures(res):
-    before = res.load_before_failure
-    return (res.load, before, res.last_load, res.final_load, res.total_lines, sorted(res.lines))
+    return (res.load, res.load_at, res.last_load, res.final_load, res.total_lines, sorted(res.lines))
 
 
 SHAPES = {

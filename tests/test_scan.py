@@ -153,7 +153,8 @@ def test_noisy_load_figures_are_those_at_the_crash(catalogue, noisy):
             res = scan(iter_chunks(fh, size=size), pf)
         doc = json.loads(_report_json(res, catalogue))
         docs.append(doc)
-        assert res.load_before_failure is not None and res.load_before_failure.prefill_lines < res.load.prefill_lines
+        before = res.load_at[min(res.load_at)]  # at the first failure-looking line: a request error
+        assert before.prefill_lines < res.load.prefill_lines
         cache = doc["timeline"]["prefix_cache"]
         assert cache["prompt_tokens"] == res.load.new_tokens + res.load.cached_tokens
         assert doc["timeline"]["peak_running"]["running"] == res.load.peak_running

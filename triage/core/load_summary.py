@@ -15,6 +15,10 @@ class LoadSummary:
     prefill_lines: int = 0
     vllm_hit_rates: list[float] = field(default_factory=list)
 
+    def copy(self) -> LoadSummary:
+        return LoadSummary(self.peak_running, self.peak_line, self.new_tokens, self.cached_tokens,
+                           self.prefill_lines, list(self.vllm_hit_rates))
+
     def prefix_hit(self) -> tuple[int, int, float] | None:
         """(cached tokens, prompt tokens, hit rate in %) from the prefill lines, or None when
         the log printed none that counted a token."""

@@ -19,7 +19,7 @@ from triage.pipeline.parse.lines import parse_line
 from triage.pipeline.parse.markers import EXC_NAME, find_markers
 from triage.pipeline.parse.severity import classify
 from triage.pipeline.parse.timeline import build_timeline, load_figures
-from triage.pipeline.parse.traceback import parse_tracebacks
+from triage.pipeline.parse.traceback import Traceback, parse_tracebacks
 from triage.pipeline.read import is_regular, iter_chunks, open_source
 from triage.pipeline.scan import Prefilter, ScanResult, scan
 
@@ -59,8 +59,9 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
 
     with open_source(path) as fh:
         plain = is_regular(fh)  # a pipe, FIFO, .gz or UTF-16 log is one stream, without a total
+        size = file_size(path) if plain else None
         # a big log's load figures come out of the Hyperscan pass (scan.LoadProbe)
-        window = load_window(path, file_size(path) or 0) if plain and opts.prefer_hyperscan else None
+        window = load_window(path, size or 0) if plain and opts.prefer_hyperscan else None
         pf = prefilter_for(cat, opts.prefer_hyperscan, window)
         workers = opts.workers or (os.cpu_count() or 1)
         if plain and workers > 1:
@@ -69,7 +70,7 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
                 return res
         from triage.core.progress import Progress
 
-        progress = Progress(file_size(path) if plain and opts.progress else None, "scanning")
+        progress = Progress(size if opts.progress else None, "scanning")
         from triage.pipeline.read import Prefetch, iter_spans
 
         decoded = not isinstance(fh, (io.BufferedReader, io.FileIO))
@@ -137,7 +138,7 @@ def _command_mismatch(command: str | None, engine: str | None) -> str | None:
             "the command was not used (give the command that started this server)")
 
 
-def _repeats_by_traceback(res: ScanResult, tracebacks: list) -> tuple[dict[int, tuple[int, int]], dict[int, bytes]]:
+def _repeats_by_traceback(res: ScanResult, tracebacks: list[Traceback]) -> tuple[dict[int, tuple[int, int]], dict[int, bytes]]:
     """Windows the scan saw more often than it kept (identical request errors, thousands of
     them in a noisy log), keyed by the first line of the traceback their kept copy became:
     (how many more, the last one's line). build_failures adds them to that traceback's failure,
@@ -190,10 +191,11 @@ def _load_at_crash(res: ScanResult, failures: list[Failure]) -> LoadSummary:
     if fatal is None:
         return res.load
     end = max(fatal.end_line or fatal.line, fatal.line)
-    at = max((a for a in res.load_at if a <= end), default=None)
-    if at is not None:
-        return res.load_at[at]
-    return res.load_before_failure or res.load
+    if not res.load_at:
+        return res.load
+    # the last figures within the crash, else those at the first failure-looking line
+    at = max((a for a in res.load_at if a <= end), default=min(res.load_at))
+    return res.load_at[at]
 
 
 def _timeline(res: ScanResult, lines: list, by_no: dict, failures: list[Failure], load: LoadSummary) -> Timeline:

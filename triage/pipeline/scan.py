@@ -44,9 +44,8 @@ class ScanResult:
     last_load: dict[int, tuple[int, str]] = field(default_factory=dict)  # anchor line -> load line
     final_load: tuple[int, str] | None = None
     load: LoadSummary = field(default_factory=LoadSummary)
-    load_before_failure: LoadSummary | None = None  # the load up to the first failure-looking line
-    # the load up to a failure-looking line: the first of each chunk, and the first after the
-    # chunk's last load line (where a crash that stopped the server is): anchor line -> figures
+    # the load up to a failure-looking line: the first of the log (its lowest key), and the
+    # first after a chunk's last load line (where a crash that stopped the server is)
     load_at: dict[int, LoadSummary] = field(default_factory=dict)
     engine_used: str = "re"
     scanner_note: str | None = None  # Prefilter.note
@@ -618,12 +617,9 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                     res.last_load[no] = prev_load
                 if not failure_seen:
                     failure_seen = True
-                    before = LoadSummary(res.load.peak_running, res.load.peak_line, res.load.new_tokens,
-                                         res.load.cached_tokens, res.load.prefill_lines,
-                                         list(res.load.vllm_hit_rates))
+                    before = res.load.copy()
                     _summarise(buf, start, before, line_no, probe=probe)
-                    res.load_before_failure = before
-                    res.load_at[no] = _add(before, LoadSummary())  # a copy: each is shifted once (_shift)
+                    res.load_at[no] = before
             if any(raw.find(c, 0, CONTENT_AT) >= 0 for c in CONTENT_BYTES):
                 continue  # a request's content (right after the line's prefix): user text, not the server's
             if start < consumed and last_w is not None:
@@ -652,8 +648,8 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
         nl = (no - line_no) + buf.count(b"\n", pos, n)  # newlines before the last hit + after it
         lo = _summarise(buf, n, res.load, line_no, lo=last_lo, probe=probe)
         if after_load >= 0 and after_load not in res.load_at:
-            res.load_at[after_load] = _add(res.load, LoadSummary())
-            if after_load not in res.failure_anchors:
+            res.load_at[after_load] = res.load.copy()
+            if res.failure_anchors[-1] != after_load:  # not the chunk's first one, just appended
                 res.failure_anchors.append(after_load)
         if lo >= 0:
             le = buf.find(b"\n", lo, n)
@@ -786,8 +782,8 @@ def _shift(res: ScanResult, by: int) -> None:
     if res.walked_to:
         res.walked_to += by
     res.load_at = {a + by: v for a, v in res.load_at.items()}
-    for summary in (res.load, res.load_before_failure, *res.load_at.values()):
-        if summary is not None and summary.peak_line is not None:
+    for summary in (res.load, *res.load_at.values()):
+        if summary.peak_line is not None:
             summary.peak_line += by
 
 
@@ -843,8 +839,6 @@ def merge(parts: list[ScanResult]) -> ScanResult:
             if a not in out.last_load and out.final_load is not None:
                 out.last_load[a] = out.final_load
         out.failure_anchors += res.failure_anchors
-        if out.load_before_failure is None and res.load_before_failure is not None:
-            out.load_before_failure = _add(out.load, res.load_before_failure)
         for a, upto in res.load_at.items():  # a range's figures start at its first byte
             out.load_at.setdefault(a, _add(out.load, upto))
         out.load = _add(out.load, res.load)
