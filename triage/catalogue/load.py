@@ -40,7 +40,7 @@ class Signature:
     def patterns(self) -> list[regex.Pattern[str]]:
         if self._compiled is None:
             try:
-                self._compiled = [compile_pattern(p) for p in self.spec.patterns]
+                self._compiled = [compile_checked(p) for p in self.spec.patterns]
             except PatternTooLarge:
                 # only a spec from an edited cache gets here (the YAML loader compiled them all,
                 # the cache reader checks the source only): the entry's own file decides
@@ -175,10 +175,6 @@ def _format_validation(path: Path, node: yaml.Node | None, err: ValidationError)
     return f"{path}:{line or 1}: field '{fld}': {first['msg']}{more}"
 
 
-def compile_pattern(p: str) -> regex.Pattern[str]:
-    return compile_checked(p)
-
-
 def load_signature(path: Path) -> Signature:
     data, node = read_yaml(path)
     if not isinstance(data, dict):
@@ -190,7 +186,7 @@ def load_signature(path: Path) -> Signature:
     compiled = []
     for i, p in enumerate(spec.patterns):
         try:
-            compiled.append(compile_pattern(p))
+            compiled.append(compile_checked(p))
         except regex.error as e:
             line = _line_of(node, ("patterns", i))
             raise CatalogueError(f"{path}:{line}: field 'patterns.{i}': invalid regex: {e}") from None
@@ -238,10 +234,6 @@ def entry_dirs(root: Path) -> list[tuple[Path, bool | None]]:
     if sig_root.is_dir() or wk_root.is_dir():
         return [(wk_root, False), (sig_root, True)]
     return [(root, None)]
-
-
-def _yaml_files(root: Path) -> list[Path]:
-    return [Path(e.path) for e in yaml_entries(str(root))]
 
 
 # Directories read this process, by cache key (which names every entry file's size and mtime)
@@ -320,7 +312,7 @@ def _check_references(cat: Catalogue) -> None:
 def _entries(root: Path) -> list[tuple[Path, bool | None]]:
     """(file, is it a signature) for every entry under `root`, workarounds first; None for a
     bare directory of entries, whose files are told apart by their fields when loaded."""
-    return [(f, kind) for d, kind in entry_dirs(root) for f in _yaml_files(d)]
+    return [(Path(e.path), kind) for d, kind in entry_dirs(root) for e in yaml_entries(str(d))]
 
 
 def _add_file(cat: Catalogue, path: Path, signature: bool | None) -> None:
