@@ -159,10 +159,6 @@ def _walk(value: Any, ips: bool) -> Any:
         return [_walk(v, ips) for v in value]
     if isinstance(value, tuple):
         return tuple(_walk(v, ips) for v in value)
-    if isinstance(value, (set, frozenset)):  # a set literal in a printed config (`env={'K=v', ...}`)
-        return sorted((_walk(v, ips) for v in value), key=repr)
-    if isinstance(value, (bytes, bytearray)):  # a bytes literal: rendered as text, so redacted as text
-        return redact_text(bytes(value).decode("utf-8", "replace"), ips)
     if isinstance(value, dict):
         return {k: (MASK if isinstance(k, str) and secret_setting(k, v) else _walk(v, ips)) for k, v in value.items()}
     return value
