@@ -18,6 +18,7 @@ from triage.catalogue.models import ValueRule, WorkaroundSpec
 from triage.core.load_summary import LoadSummary
 from triage.core.models import Environment, Finding, Report, Workaround
 from triage.core.shellwords import split_command
+from triage.pipeline.match import PATTERN_TIMEOUT
 
 LAUNCH = {"sglang": "python -m sglang.launch_server", "vllm": "vllm serve"}
 # settings printed in the config that are not launch flags (or are positional)
@@ -166,16 +167,13 @@ def _number(v: float, like: object) -> str:
     return f"{v:.2f}".rstrip("0").rstrip(".") if not float(v).is_integer() else str(int(v))
 
 
-FROM_MESSAGE_TIMEOUT = 0.5  # seconds, as for one catalogue pattern on one line
-
-
 def computed_value(rule: ValueRule | None, settings: dict[str, Any], text: str) -> tuple[str, str] | None:
     """(value, why) for a workaround's flag, from the failure's own words or the running value."""
     if rule is None:
         return None
     if rule.from_message:
         try:  # a catalogue's regex on log text: bounded like the signature patterns (match.py)
-            m = regex.search(rule.from_message, text, timeout=FROM_MESSAGE_TIMEOUT)
+            m = regex.search(rule.from_message, text, timeout=PATTERN_TIMEOUT)
         except TimeoutError:
             m = None
         if m:
