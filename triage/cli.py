@@ -469,12 +469,11 @@ def _click_exceptions() -> tuple[Classes, Classes, Classes]:
     exits: list[type[BaseException]] = [typer.Exit]
     aborts: list[type[BaseException]] = [typer.Abort]
     usage: list[type[BaseException]] = [typer.TyperException]
+    # whichever typer uses was imported with it: importing click when typer vendors its own
+    # cost a tenth of a 10 KB log's run
     for mod in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            import importlib
-
-            m = importlib.import_module(mod)
-        except ImportError:
+        m = sys.modules.get(mod)
+        if m is None:
             continue
         for found, name in ((exits, "Exit"), (aborts, "Abort"), (usage, "ClickException")):
             cls = getattr(m, name, None)

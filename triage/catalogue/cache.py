@@ -10,8 +10,10 @@ earlier versions, which are never read) are removed whenever a new one is writte
 
 The file holds the validated specs as plain JSON; reading it validates them again with the
 same pydantic models, so a damaged or edited file is a miss (the YAML is read instead), never
-a crash, and no content of it can run. It is read only when it and its directory belong to
-this user and nobody else can write to them.
+a crash, and no content of it can run. A pattern gets the YAML's size check where it is
+compiled, on first use; one an edit made too large sends its entry back to the YAML. It is
+read only when it and its directory belong to this user and nobody else can write to them
+(triage.core.diskcache).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from triage.core import diskcache
 
 if TYPE_CHECKING:
     from triage.catalogue.load import Catalogue
@@ -31,16 +34,11 @@ CACHE_VERSION = "5-json"  # bumped when the cached data changes shape (4: no con
 KEEP = 8
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "triage"
-
-
 def cache_path(roots: list[Path]) -> Path | None:
     """Where the catalogue made of `roots` is cached; None when caching is off or a file vanished."""
     from triage.catalogue.load import entry_dirs, yaml_entries
 
-    if os.environ.get("TRIAGE_NO_CACHE"):
+    if diskcache.caching_off():
         return None
     h = hashlib.sha256(CACHE_VERSION.encode())
     h.update(os.path.dirname(os.path.realpath(__file__)).encode())
@@ -58,38 +56,26 @@ def cache_path(roots: list[Path]) -> Path | None:
                     h.update(f"{e.path[skip:]}|{st.st_size}|{st.st_mtime_ns}\n".encode())
         except OSError:  # a file vanished, or a dangling link: no cache, the loader says why
             return None
-    return cache_dir() / f"catalogue-{h.hexdigest()[:24]}.json"
-
-
-def _trusted(path: Path) -> bool:
-    """Owned by this user, in a directory nobody else can write to: another user cannot plant
-    a catalogue that changes what this user's reports say."""
-    try:
-        st, dst = path.lstat(), path.parent.stat()
-    except OSError:
-        return False
-    uid = os.getuid() if hasattr(os, "getuid") else st.st_uid
-    regular = (st.st_mode & 0o170000) == 0o100000
-    return regular and st.st_uid == uid and dst.st_uid == uid and not (dst.st_mode & 0o022) and not (st.st_mode & 0o022)
+    return diskcache.cache_dir() / f"catalogue-{h.hexdigest()[:24]}.json"
 
 
 def read_cache(path: Path) -> Catalogue | None:
-    from triage.catalogue.expansion import check_expansion
     from triage.catalogue.load import Catalogue, Signature
     from triage.catalogue.models import SignatureSpec, WorkaroundSpec
 
-    if not path.exists() or not _trusted(path):
+    data = diskcache.read_trusted(path) if path.exists() else None
+    if data is None:
         return None
     try:
-        with open(path, "rb") as fh:
-            doc = json.loads(fh.read(64 * 1024 * 1024))
+        doc = json.loads(data)
         if doc.get("version") != CACHE_VERSION:
             return None
         cat = Catalogue(dirs=[str(d) for d in doc["dirs"]])
         for s in doc["signatures"]:
+            # no pattern-size check here: a pattern is checked in full where it is compiled
+            # (expansion.compile_checked), and one an edit made too large sends that entry
+            # back to its YAML (load.Signature.patterns)
             spec = SignatureSpec.model_validate(s["spec"])
-            for p in spec.patterns:
-                check_expansion(p, parse=False)  # the file may be edited; compiling checks again, in full
             cat.signatures[spec.id] = Signature(spec, str(s["path"]))
         for w in doc["workarounds"]:
             wspec = WorkaroundSpec.model_validate(w["spec"])
@@ -97,8 +83,6 @@ def read_cache(path: Path) -> Catalogue | None:
             cat.workaround_paths[wspec.id] = str(w["path"])
     except Exception:  # noqa: BLE001 - a damaged, edited or older cache is only a miss
         return None
-    with contextlib.suppress(OSError):
-        os.utime(path)  # used: pruning keeps the recently used ones
     return cat
 
 
@@ -110,35 +94,13 @@ def write_cache(path: Path, cat: Catalogue) -> None:
         "workarounds": [{"path": cat.workaround_paths[wid], "spec": w.model_dump(mode="json")}
                         for wid, w in cat.workarounds.items()],
     }
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(path.parent, 0o700)
-        fd, tmp = tempfile.mkstemp(prefix=".catalogue-", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, ensure_ascii=True)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+    if diskcache.write_atomic(path, json.dumps(doc, ensure_ascii=True).encode()):  # a cache that cannot be written is only slower next time
         prune(path.parent, keep=path)
-    except OSError:
-        pass  # a cache that cannot be written is only slower next time
 
 
 def prune(directory: Path, keep: Path | None = None) -> None:
     """Remove pickles of earlier versions and all but the KEEP most recently used JSON files."""
-    entries = []
-    for f in directory.glob("catalogue-*"):
-        if f.suffix == ".pickle":
-            with contextlib.suppress(OSError):
-                f.unlink()
-        elif f.suffix == ".json":
-            with contextlib.suppress(OSError):
-                entries.append((f.stat().st_mtime, f))
-    entries.sort(reverse=True)
-    for _, f in entries[KEEP:]:
-        if f != keep:
-            with contextlib.suppress(OSError):
-                f.unlink()
+    for f in directory.glob("catalogue-*.pickle"):
+        with contextlib.suppress(OSError):
+            f.unlink()
+    diskcache.prune(directory, "catalogue-*.json", KEEP, current=keep)

@@ -59,6 +59,9 @@ class Catalogue:
     workarounds: dict[str, WorkaroundSpec] = field(default_factory=dict)
     workaround_paths: dict[str, str] = field(default_factory=dict)
     dirs: list[str] = field(default_factory=list)
+    # where what is derived from this catalogue (its compiled keyword database) may be kept
+    # between runs: set only when the caller asked for the on-disk cache (the command line)
+    cache_dir: Path | None = None
 
     def keywords(self) -> set[str]:
         return {k for s in self.signatures.values() for k in s.spec.keywords}
@@ -267,7 +270,9 @@ def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_
     if not (cache and strict_refs):
         cat = load_roots(roots)
     else:
-        cat = Catalogue(dirs=[str(r) for r in roots])
+        from triage.core import diskcache
+
+        cat = Catalogue(dirs=[str(r) for r in roots], cache_dir=None if diskcache.caching_off() else diskcache.cache_dir())
         for root in roots:
             _merge(cat, _cached_directory(root))  # the same duplicate checks, in the same order, as load_roots
     if strict_refs:

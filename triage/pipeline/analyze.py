@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO, cast
 
 from triage.catalogue.load import Catalogue, load_catalogue
@@ -39,15 +40,16 @@ def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True,
     """The compiled prefilter for a catalogue's keywords, compiled once per process for the
     same keywords (a watch, a corpus or `catalogue check` analyses many logs); `window`: with
     the load probe for those `#running-req` values compiled in (scan.load_window)."""
-    return _prefilter(frozenset(cat.keywords()), prefer_hyperscan, window)
+    return _prefilter(frozenset(cat.keywords()), prefer_hyperscan, window, cat.cache_dir)
 
 
 @functools.lru_cache(maxsize=8)
-def _prefilter(keywords: frozenset[str], prefer_hyperscan: bool, window: tuple[int, int] | None) -> Prefilter:
+def _prefilter(keywords: frozenset[str], prefer_hyperscan: bool, window: tuple[int, int] | None,
+               cache: Path | None) -> Prefilter:
     # keyed by the keywords themselves, not the catalogue object: an id() can be reused by a
     # later, different catalogue once the first is gone
     words = set(keywords) | set(vocabulary.WINDOW) | set(vocabulary.LINE)
-    return Prefilter(words, prefer_hyperscan=prefer_hyperscan, flagged=keywords, window=window)
+    return Prefilter(words, prefer_hyperscan=prefer_hyperscan, flagged=keywords, window=window, cache=cache)
 
 
 def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:

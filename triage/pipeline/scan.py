@@ -13,6 +13,7 @@ import re
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from triage.core import vocabulary as anchors
@@ -83,7 +84,8 @@ class Prefilter:
     """
 
     def __init__(self, words: Iterable[str], prefer_hyperscan: bool = True,
-                 flagged: Iterable[str] = (), window: tuple[int, int] | None = None) -> None:
+                 flagged: Iterable[str] = (), window: tuple[int, int] | None = None,
+                 cache: Path | None = None) -> None:
         self.words = sorted({w for w in words if w})
         self.window: tuple[int, int] | None = None  # the load probe's values, when it is compiled in
         flagged_set = set(flagged)
@@ -95,16 +97,16 @@ class Prefilter:
             try:
                 import hyperscan
 
-                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                from triage.pipeline.hsdb import database
+
                 exprs = [re.escape(w).encode() for w in self.words]
                 flags = [0] * len(exprs)
                 if window is not None:
                     probe = probe_expressions(*window)
                     exprs += probe
                     flags += [0] + [hyperscan.HS_FLAG_SINGLEMATCH] * (len(probe) - 1)
-                db.compile(expressions=exprs, ids=list(range(len(exprs))),
-                           elements=len(exprs), flags=flags)
-                self._hs = db
+                # a window's values change with each big log: its databases are not worth keeping
+                self._hs = database(hyperscan, exprs, flags, cache if window is None else None)
                 self.engine = "hyperscan"
                 self.window = window
             except ImportError:
@@ -191,8 +193,7 @@ class Prefilter:
                         first[wid + base] = to
 
             with memoryview(chunk) as mv:
-                # the binding scans any buffer (no copy of the chunk); its stub says str or bytes
-                self._hs.scan(mv[:n], match_event_handler=on_match)  # type: ignore[type-var]
+                self._hs.scan(mv[:n], match_event_handler=on_match)  # the binding scans any buffer: no copy
             return out, probe
         if self._gate_rx is None:
             self._gate_rx = self._gates(self._sample(chunk, n))
