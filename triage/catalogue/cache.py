@@ -8,30 +8,40 @@ library call `triage.analyze()` writes nothing.
 Off: `TRIAGE_NO_CACHE=1`. Pruned: the newest KEEP files are kept, older ones (and pickles of
 earlier versions, which are never read) are removed whenever a new one is written.
 
-The file holds the validated specs as plain JSON; reading it validates them again with the
-same pydantic models, so a damaged or edited file is a miss (the YAML is read instead), never
-a crash, and no content of it can run. A pattern gets the YAML's size check where it is
-compiled, on first use; one an edit made too large sends its entry back to the YAML. It is
-read only when it and its directory belong to this user and nobody else can write to them
-(triage.core.diskcache).
+The file holds the validated specs as plain JSON, and first the SHA-256 of the rest of it: a
+damaged or edited file fails the digest and is a miss (the YAML is read instead), never a
+crash, and no content of it can run. A file that passes is what this triage wrote from specs
+it had validated, so they are rebuilt without validating them again (`model_construct`):
+building the validators' schemas was a tenth of a 10 KB log's run. A pattern still gets the
+YAML's size check where it is compiled, on first use. It is read only when it and its
+directory belong to this user and nobody else can write to them (triage.core.diskcache).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from triage.core import diskcache
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from triage.catalogue.load import Catalogue
 
-CACHE_VERSION = "5-json"  # bumped when the cached data changes shape (4: no conflicts; 5: JSON instead of a pickle)
+# bumped when the cached data changes shape (4: no conflicts; 5: JSON instead of a pickle;
+# 6: a digest, specs rebuilt without validation)
+CACHE_VERSION = "6-json"
 KEEP = 8
+# the file starts `{"sha256": "<64 hex digits>", ` and the digest covers the JSON object that
+# is left once that key is taken out: `{` and everything after the prefix
+_HEAD = b'{"sha256": "'
+_BODY = len(_HEAD) + 64 + 3
 
 
 def cache_path(roots: list[Path]) -> Path | None:
@@ -40,7 +50,9 @@ def cache_path(roots: list[Path]) -> Path | None:
 
     if diskcache.caching_off():
         return None
-    h = hashlib.sha256(CACHE_VERSION.encode())
+    from triage.core.version import __version__
+
+    h = hashlib.sha256(f"{CACHE_VERSION} {__version__}".encode())
     h.update(os.path.dirname(os.path.realpath(__file__)).encode())
     for root in roots:
         h.update(f"root {os.path.realpath(root)}\n".encode())
@@ -64,26 +76,62 @@ def read_cache(path: Path) -> Catalogue | None:
     from triage.catalogue.models import SignatureSpec, WorkaroundSpec
 
     data = diskcache.read_trusted(path) if path.exists() else None
-    if data is None:
+    if data is None or not data.startswith(_HEAD):
         return None
+    body = b"{" + data[_BODY:]
+    if hashlib.sha256(body).hexdigest().encode() != data[len(_HEAD) : len(_HEAD) + 64]:
+        return None  # damaged, cut short or edited: a miss
     try:
-        doc = json.loads(data)
+        doc = json.loads(body)
         if doc.get("version") != CACHE_VERSION:
             return None
         cat = Catalogue(dirs=[str(d) for d in doc["dirs"]])
         for s in doc["signatures"]:
-            # no pattern-size check here: a pattern is checked in full where it is compiled
-            # (expansion.compile_checked), and one an edit made too large sends that entry
-            # back to its YAML (load.Signature.patterns)
-            spec = SignatureSpec.model_validate(s["spec"])
+            spec = _rebuilt(SignatureSpec, s["spec"])
             cat.signatures[spec.id] = Signature(spec, str(s["path"]))
         for w in doc["workarounds"]:
-            wspec = WorkaroundSpec.model_validate(w["spec"])
+            wspec = _rebuilt(WorkaroundSpec, w["spec"])
             cat.workarounds[wspec.id] = wspec
             cat.workaround_paths[wspec.id] = str(w["path"])
-    except Exception:  # noqa: BLE001 - a damaged, edited or older cache is only a miss
+    except Exception:  # noqa: BLE001 - an older or odd cache is only a miss
         return None
     return cat
+
+
+def _rebuilt(model: type[BaseModel], data: dict[str, Any]) -> Any:  # noqa: ANN401 - an instance of `model`
+    """`model` from the dump of an instance that was validated, nested models included, without
+    validating again; a field the dump lacks (a triage that added one) gets its default."""
+    values: dict[str, Any] = {}
+    for name, (sub, many) in _fields(model):
+        if name not in data:
+            continue
+        v = data[name]
+        if sub is not None and many and isinstance(v, list):
+            v = [_rebuilt(sub, x) if isinstance(x, dict) else x for x in v]
+        elif sub is not None and isinstance(v, dict):
+            v = _rebuilt(sub, v)
+        values[name] = v
+    return model.model_construct(**values)
+
+
+@functools.cache
+def _fields(model: type[BaseModel]) -> tuple[tuple[str, tuple[type[BaseModel] | None, bool]], ...]:
+    """Each field of `model` with the model it holds, if any (see _nested)."""
+    return tuple((name, _nested(f.annotation)) for name, f in model.model_fields.items())
+
+
+def _nested(annotation: Any) -> tuple[type[BaseModel] | None, bool]:  # noqa: ANN401 - a type annotation
+    """The model a field holds (`M`, `M | None`, `list[M]`), and whether it holds a list of them."""
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    many = get_origin(annotation) is list
+    for arg in get_args(annotation):
+        sub, _ = _nested(arg)
+        if sub is not None:
+            return sub, many
+    return None, False
 
 
 def write_cache(path: Path, cat: Catalogue) -> None:
@@ -94,7 +142,9 @@ def write_cache(path: Path, cat: Catalogue) -> None:
         "workarounds": [{"path": cat.workaround_paths[wid], "spec": w.model_dump(mode="json")}
                         for wid, w in cat.workarounds.items()],
     }
-    if diskcache.write_atomic(path, json.dumps(doc, ensure_ascii=True).encode()):  # a cache that cannot be written is only slower next time
+    body = json.dumps(doc, ensure_ascii=True).encode()
+    data = _HEAD + hashlib.sha256(body).hexdigest().encode() + b'", ' + body[1:]
+    if diskcache.write_atomic(path, data):  # a cache that cannot be written is only slower next time
         prune(path.parent, keep=path)
 
 
