@@ -41,6 +41,7 @@ TOP_MODULES = {"triage", "triage.__main__", "triage.cli"}
 STAGES = {  # pipeline module -> its position in the run
     "triage.pipeline.read": 0,
     "triage.pipeline.scan": 1,
+    "triage.pipeline.hsdb": 1,  # the scan's compiled keyword database, kept on disk
     "triage.pipeline.parse": 2,  # its modules import each other: one stage
     "triage.pipeline.match": 3,
     "triage.pipeline.hints": 4,

@@ -179,7 +179,7 @@ def test_json_has_one_envelope_for_one_log_or_many() -> None:
 
 
 def test_json_output_validates_against_the_report_model() -> None:
-    from triage.commands.analyze import Document
+    from triage.commands.contract import Document
 
     doc = Document.model_validate_json(cli("analyze", NSA, VLLM, "-f", "json")[1])
     assert [r.source for r in doc.reports] == [str(NSA), str(VLLM)]

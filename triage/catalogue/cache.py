@@ -12,8 +12,8 @@ The file holds the validated specs as plain JSON, and first the SHA-256 of the r
 damaged or edited file fails the digest and is a miss (the YAML is read instead), never a
 crash, and no content of it can run. A file that passes is what this triage wrote from specs
 it had validated, so they are rebuilt without validating them again (`model_construct`):
-building the validators' schemas was a tenth of a 10 KB log's run. A pattern still gets the
-YAML's size check where it is compiled, on first use. It is read only when it and its
+building the validators' schemas was a tenth of a 10 KB log's run. A pattern, checked in full
+when its YAML was read, gets the source-only size check where it is compiled, on first use. It is read only when it and its
 directory belong to this user and nobody else can write to them (triage.core.diskcache).
 """
 

@@ -194,12 +194,14 @@ def check_expansion(p: str, limit: int = MAX_UNITS, parse: bool = True) -> None:
                               "(nested or very large counted repeats such as (a{100}){100}); write it without them")
 
 
-def compile_checked(p: str) -> Any:  # noqa: ANN401 - a regex.Pattern (regex is imported lazily here)
+def compile_checked(p: str, parse: bool = True) -> Any:  # noqa: ANN401 - a regex.Pattern (regex is imported lazily here)
     """`regex.compile(p, V0)` for a catalogue's regex: sized first, and a pattern that nests
-    groups past the parser's recursion is PatternTooLarge too (regex recurses once per group)."""
+    groups past the parser's recursion is PatternTooLarge too (regex recurses once per group).
+    parse=False: the source-only size check (see check_expansion), for a pattern that already
+    passed the full one."""
     import regex
 
-    check_expansion(p)  # before regex sees it: compiling unrolls counted repeats
+    check_expansion(p, parse=parse)  # before regex sees it: compiling unrolls counted repeats
     try:
         return regex.compile(p, regex.V0)
     except RecursionError:

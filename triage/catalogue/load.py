@@ -39,11 +39,14 @@ class Signature:
     @property
     def patterns(self) -> list[regex.Pattern[str]]:
         if self._compiled is None:
+            # only a spec that passed the full check when its YAML was read gets here: one from
+            # the cache (written from such specs, and its digest held) or pickled to a backtest
+            # worker; compiling it does not parse it twice more (the full check parses it once
+            # in Python: it was half of compiling a small log's matched signatures)
             try:
-                self._compiled = [compile_checked(p) for p in self.spec.patterns]
+                self._compiled = [compile_checked(p, parse=False) for p in self.spec.patterns]
             except PatternTooLarge:
-                # only a spec from an edited cache gets here (the YAML loader compiled them all,
-                # the cache reader checks the source only): the entry's own file decides
+                # the source alone says it is too large: the entry's own file decides
                 fresh = load_signature(Path(self.path))
                 self.spec, self._compiled = fresh.spec, fresh.patterns
         return self._compiled

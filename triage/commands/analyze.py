@@ -13,39 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from triage.catalogue.load import Catalogue, load_catalogue
 from triage.commands.many import Summary, summarise
 from triage.commands.output import Output, normalise_format
 from triage.core.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, TriageError
-from triage.core.models import Failure, Finding, Report
+from triage.core.models import Report
 from triage.pipeline.analyze import Options
 
 log = logging.getLogger("triage")
 
 # The JSON contract's name and version; bumped only when a field changes meaning or goes away.
 SCHEMA = "triage-report/2"
-class Document(BaseModel):
-    """What `triage analyze --format json` prints, for one log or many: the same envelope.
-
-    For a single log the report's own fields (`source`, `environment`, `timeline`, ...) are
-    repeated at the top level too, so that scripts written against the one-log shape of 0.1
-    keep working; new scripts read `reports`."""
-
-    # only `triage schema` and the tests build it (the JSON is written from report_dict): its
-    # schema, all the report's models over again, is built on first use rather than at import
-    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
-
-    schema_id: str = Field(default=SCHEMA, alias="schema", description="Name and version of this contract.")
-    triage_version: str = Field(description="The triage release that wrote the document.")
-    exit_code: int = Field(description="0: no failure in any log; 1: a failure; 2: a log could not be read.")
-    reports: list[Report] = Field(description="One report per log, in input order.")
-    summary: Summary = Field(description="Failures grouped across logs; logs that could not be read.")
-    failures: list[Failure] = Field(description="Every report's failures, in report order (each names its source).")
-    findings: list[Finding] = Field(description="Every report's findings, in report order (each names its source).")
-
-
 @dataclass
 class Analysis:
     reports: list[Report]
@@ -144,14 +122,14 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
 
 
 def document(result: Analysis) -> dict[str, Any]:
-    """The JSON envelope as a plain dict (see Document)."""
+    """The JSON envelope as a plain dict (see commands/contract.py)."""
     from triage.core.version import __version__
     from triage.render.json_out import report_dict
 
     reports = [report_dict(r) for r in result.reports]
     doc: dict[str, Any] = {}
     if len(reports) == 1 and not result.errors:
-        doc.update(reports[0])  # the 0.1 single-log keys, kept readable (see Document)
+        doc.update(reports[0])  # the 0.1 single-log keys, kept readable (see commands/contract.py)
     doc.update({
         "schema": SCHEMA,
         "triage_version": __version__,

@@ -8,34 +8,36 @@ in which logs, and when it was first and last seen.
 from __future__ import annotations
 
 import os
-
-from pydantic import BaseModel, Field
+from dataclasses import dataclass, field
 
 from triage.catalogue.load import Catalogue
 from triage.core.models import Finding, Report
+from triage.core.record import Record
 from triage.pipeline.analyze import Options, analyze_file
 
 # Set in each pool worker by _init_worker (the parent never sets it), inherited through fork.
 _worker: tuple[Catalogue, Options] | None = None
 
 
-class Group(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)  # a Record, like the report's types (core/record.py)
+class Group(Record):
     key: str  # signature id, or "fingerprint:<hash>"
     title: str
     signature: str | None = None
     fingerprint: str | None = None
     count: int = 0  # failures (one per log and distinct failure)
-    logs: list[str] = Field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
     ranks: int = 0
     first_seen: str | None = None
     last_seen: str | None = None
 
 
-class Summary(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class Summary(Record):
     logs: int
     failed: int
     groups: list[Group]
-    errors: dict[str, str] = Field(default_factory=dict)  # log -> why it could not be read
+    errors: dict[str, str] = field(default_factory=dict)  # log -> why it could not be read
 
 
 def _init_worker(cat: Catalogue, opts: Options) -> None:

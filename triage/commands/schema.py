@@ -16,7 +16,7 @@ NAMES = ("report", "catalogue", "signature", "workaround")
 
 def schema(name: str) -> dict[str, Any]:
     if name == "report":
-        from triage.commands.analyze import Document
+        from triage.commands.contract import Document
 
         doc = Document.model_json_schema(mode="serialization", by_alias=True)
         doc["title"] = "triage analyze --format json"

@@ -8,30 +8,37 @@ Field names used by the JSON contract (`failures`, `findings`, `exception`, `mes
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import computed_field
+
+from triage.core.record import EXCLUDED, Record, hidden
 
 
-class Evidence(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class Evidence(Record):
     line: int
     text: str
     source: str | None = None
 
 
-class Frame(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class Frame(Record):
     file: str
     line: int | None = None
     function: str | None = None
     code: str | None = None
 
 
-class ExceptionInfo(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class ExceptionInfo(Record):
     exception: str
     message: str = ""
 
 
-class Failure(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class Failure(Record):
     """One distinct failure; the same traceback printed by N ranks is one Failure."""
 
     kind: str  # traceback | nccl | cuda | segfault | oom-kill | sigquit | engine-fatal | ...
@@ -40,18 +47,18 @@ class Failure(BaseModel):
     line: int  # where the failure starts (a traceback's header line)
     exception_line: int | None = None  # the line that names the exception
     end_line: int | None = None
-    ranks: list[str] = Field(default_factory=list)
+    ranks: list[str] = field(default_factory=list)
     first_rank: str | None = None
     fingerprint: str = ""
     cause: ExceptionInfo | None = None
-    chain: list[ExceptionInfo] = Field(default_factory=list)
-    frames: list[Frame] = Field(default_factory=list)
-    raw: list[Evidence] = Field(default_factory=list)
-    followed_by: list[Evidence] = Field(default_factory=list)
+    chain: list[ExceptionInfo] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
+    raw: list[Evidence] = field(default_factory=list)
+    followed_by: list[Evidence] = field(default_factory=list)
     source: str | None = None
     phase: str | None = None
     time: str | None = None  # timestamp of its first line, as the log prints it
-    hints: list[Workaround] = Field(default_factory=list)  # the engine's own suggestions
+    hints: list[Workaround] = field(default_factory=list)  # the engine's own suggestions
     # process-level (the process or engine died of it) or request-level (the server went on
     # serving after it); only process-level failures make `analyze` exit 1
     fatal: bool = True
@@ -60,12 +67,13 @@ class Failure(BaseModel):
     last_line: int | None = None  # where it was printed last, when it was printed more than once
 
 
-class Workaround(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class Workaround(Record):
     id: str
     title: str
-    flags: list[str] = Field(default_factory=list)
-    remove_flags: list[str] = Field(default_factory=list)
-    env: list[str] = Field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    remove_flags: list[str] = field(default_factory=list)
+    env: list[str] = field(default_factory=list)
     action: str | None = None
     cost: str = ""
     status: str = "recommended"  # recommended | already-applied | renamed | conflicting
@@ -74,31 +82,31 @@ class Workaround(BaseModel):
     source: str = "catalogue"  # catalogue | engine-hint
 
 
-Failure.model_rebuild()
 
-
-class Debug(BaseModel):
-    env: list[str] = Field(default_factory=list)
+@dataclass(kw_only=True, eq=False, repr=False)
+class Debug(Record):
+    env: list[str] = field(default_factory=list)
     note: str | None = None
 
 
-class Finding(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class Finding(Record):
     signature: str
     title: str
     confidence: float
     severity: str
     engine: str
     explanation: str = ""
-    workarounds: list[Workaround] = Field(default_factory=list)
-    evidence: list[Evidence] = Field(default_factory=list)
+    workarounds: list[Workaround] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
     failure: int | None = None  # index into Report.failures
     fixed_in: str | None = None
     affects: str | None = None
     open_issue: str | None = None  # not fixed upstream yet: the thread that tracks it
     no_upstream_fix: str | None = None  # no upstream fix is coming: why (configuration, hardware ...)
-    references: list[str] = Field(default_factory=list)
+    references: list[str] = field(default_factory=list)
     debug: Debug | None = None
-    why: list[str] = Field(default_factory=list)
+    why: list[str] = field(default_factory=list)
     unlikely: str | None = None
     generic: bool = False  # a wrapper many causes share: the failure is still effectively unknown
     # the signature's defining evidence that this log lacks (its frames, its engine): such a
@@ -107,7 +115,8 @@ class Finding(BaseModel):
     source: str | None = None  # the log it was found in (several logs: `failure` indexes that log's list)
 
 
-class LoadFigures(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class LoadFigures(Record):
     line: int
     time: str | None = None
     running: int | None = None
@@ -117,14 +126,16 @@ class LoadFigures(BaseModel):
     cuda_graph: bool | None = None
 
 
-class PhaseSpan(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class PhaseSpan(Record):
     name: str
     line: int
     time: str | None = None
     seconds: float | None = None  # until the next phase began
 
 
-class Timeline(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class Timeline(Record):
     first_line: int | None = None
     first_time: str | None = None
     weights_loaded: Evidence | None = None
@@ -137,11 +148,12 @@ class Timeline(BaseModel):
     peak_running: LoadFigures | None = None
     phase_at_crash: str | None = None
     prefix_cache: dict[str, float] | None = None
-    phases: list[PhaseSpan] = Field(default_factory=list)  # the first start, up to ready
+    phases: list[PhaseSpan] = field(default_factory=list)  # the first start, up to ready
     kv_cache_tokens: int | None = None
 
 
-class Environment(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class Environment(Record):
     engine: str | None = None
     version: str | None = None
     model: str | None = None
@@ -157,51 +169,57 @@ class Environment(BaseModel):
     cuda_graph: str | None = None
     prefix_cache: str | None = None
     config_line: int | None = None
-    settings: dict[str, Any] = Field(default_factory=dict)
-    launch_settings: dict[str, Any] = Field(default_factory=dict, exclude=True)  # from the launch args only
+    settings: dict[str, Any] = field(default_factory=dict)
+    launch_settings: Annotated[dict[str, Any], EXCLUDED] = hidden(dict)  # from the launch args only
     launch_command: str | None = None
     # the launch arguments rebuilt from the printed configuration, non-default values only and
     # without the program words (recommend stage); kept out of the JSON like launch_settings
-    launch_args: list[str] = Field(default_factory=list, exclude=True)
+    launch_args: Annotated[list[str], EXCLUDED] = hidden(list)
 
 
-class PhaseDelta(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class PhaseDelta(Record):
     name: str
     seconds: float | None = None
     baseline_seconds: float | None = None
     slower: bool = False
 
 
-class NovelLine(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class NovelLine(Record):
     template: str
     count: int
     line: int  # first occurrence in this log
 
 
-class BaselineComparison(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class BaselineComparison(Record):
     source: str
     ready_seconds: float | None = None
     baseline_ready_seconds: float | None = None
     slower: bool = False
-    phases: list[PhaseDelta] = Field(default_factory=list)
-    novel: list[NovelLine] = Field(default_factory=list)
+    phases: list[PhaseDelta] = field(default_factory=list)
+    novel: list[NovelLine] = field(default_factory=list)
 
 
-class Report(BaseModel):
+@dataclass(kw_only=True, eq=False, repr=False)
+class Report(Record):
+    COMPUTED = ("exit_code",)
+
     source: str
-    sources: list[str] = Field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
     lines: int = 0
     bytes: int = 0
-    environment: Environment = Field(default_factory=Environment)
-    timeline: Timeline = Field(default_factory=Timeline)
-    failures: list[Failure] = Field(default_factory=list)
-    findings: list[Finding] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    environment: Environment = field(default_factory=Environment)
+    timeline: Timeline = field(default_factory=Timeline)
+    failures: list[Failure] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     patched_command: str | None = None
     baseline: BaselineComparison | None = None
     # about this run rather than the log (the scanner fell back to its portable engine): the
     # CLI prints them on stderr; not part of the JSON, which describes the log
-    diagnostics: list[str] = Field(default_factory=list, exclude=True)
+    diagnostics: Annotated[list[str], EXCLUDED] = hidden(list)
 
     @computed_field(description="1: a failure ended or broke the server; 0: none found.")  # type: ignore[prop-decorator]
     @property

@@ -20,6 +20,7 @@ from functools import cache
 from typing import Any
 
 from triage.core.models import Report
+from triage.core.record import rebuilt_like
 from triage.pipeline.secret_rules import IPV4, IPV6, NOT_SECRET_VALUE, RULES, SECRET_WORD, SecretRule
 
 MASK = "[REDACTED]"
@@ -191,7 +192,7 @@ def redact_env(env: dict[str, str], ips: bool = False) -> dict[str, str]:
 
 def redact_report(report: Report, ips: bool = False) -> Report:
     """A copy of `report` with secrets (and, with `ips`, IP addresses) masked everywhere."""
-    out = Report.model_validate(_walk(report.model_dump(), ips))
+    out = rebuilt_like(report, _walk(report.model_dump(), ips))
     # a flag and its value are separate items (`--api-key`, `KEY`): masked as a pair
     out.environment.launch_args = redact_argv(report.environment.launch_args, ips)
     out.diagnostics = [redact_text(d, ips) for d in report.diagnostics]
