@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
-from packaging.version import InvalidVersion, Version
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 DATA = Path(__file__).resolve().parent / "data" / "flags"
 
@@ -34,6 +37,8 @@ class FlagInfo:
 def _ver(s: str | None) -> Version | None:
     if not s:
         return None
+    from packaging.version import InvalidVersion, Version  # only when a version is compared
+
     try:
         return Version(s.lstrip("<=v"))
     except InvalidVersion:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ENGINES = ("sglang", "vllm", "trtllm", "tgi", "triton", "lmdeploy", "any")
@@ -147,6 +146,9 @@ class SignatureSpec(Strict):
     @classmethod
     def _specifier(cls, v: str | None) -> str | None:
         if v is not None:
+            # imported here: a run that reads the catalogue from its cache never validates
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
             try:
                 SpecifierSet(v)
             except InvalidSpecifier:

@@ -20,11 +20,6 @@ from typing import Any
 
 from triage.core.errors import TriageError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 # key in a file -> (environment variable, type)
 KEYS: dict[str, tuple[str, type]] = {
     "catalogue": ("TRIAGE_CATALOGUE", list),
@@ -61,8 +56,16 @@ def user_config() -> Path:
 def _table(path: Path) -> dict[str, Any] | None:
     """The triage settings a file holds, or None when it holds none (a pyproject.toml without
     `[tool.triage]`)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if path.name == "pyproject.toml" and "triage" not in text:
+            return None  # no [tool.triage] can be in it: not worth parsing (most projects' pyproject)
+        data = tomllib.loads(text)
     except (OSError, UnicodeDecodeError) as e:
         raise TriageError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
     except tomllib.TOMLDecodeError as e:

@@ -13,9 +13,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
-
 from triage.catalogue.load import Catalogue, Signature
 from triage.core.fingerprint import mask
 from triage.core.models import Debug, Environment, Evidence, Failure, Finding
@@ -78,6 +75,9 @@ def _cond_holds(want: Any, have: Any) -> bool:
 def _version_in(spec: str, version: str | None) -> bool | None:
     if not version:
         return None
+    from packaging.specifiers import SpecifierSet  # only a log with a known version gets here
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(version) in SpecifierSet(spec, prereleases=True)
     except InvalidVersion:

@@ -25,15 +25,15 @@ CHUNK_SIZE = 8 * 1024 * 1024
 MAX_LINE = 1024 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
 
-# What a broken compressed stream raises while being read: the stdlib and python-isal.
-_DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (EOFError, gzip.BadGzipFile, zlib.error, OSError)
-try:
-    from isal.isal_zlib import error as _IsalError
-
-    # the stub declares `error` an instance; it is the exception class
-    _DECOMPRESS_ERRORS += (cast("type[BaseException]", _IsalError),)
-except ImportError:  # pragma: no cover - isal is optional
-    pass
+def _decompress_errors() -> tuple[type[BaseException], ...]:
+    """What a broken compressed stream raises while being read: the stdlib's, and python-isal's
+    once its reader was opened (importing isal for a plain log was a cost of every run)."""
+    errors: tuple[type[BaseException], ...] = (EOFError, gzip.BadGzipFile, zlib.error, OSError)
+    isal = sys.modules.get("isal.isal_zlib")
+    if isal is not None:
+        # the stub declares `error` an instance; it is the exception class
+        errors += (cast("type[BaseException]", isal.error),)
+    return errors
 
 
 def _open_gzip(raw: BinaryIO) -> BinaryIO:
@@ -105,7 +105,7 @@ def _decoded(fh: BinaryIO, name: str) -> BinaryIO:
         fh = _open_gzip(fh)
         try:
             head = _head(fh, UTF16_PROBE)
-        except _DECOMPRESS_ERRORS as e:
+        except _decompress_errors() as e:
             fh.close()
             raise _corrupt(name, e) from None
     else:
@@ -214,7 +214,7 @@ def iter_spans(stream: BinaryIO, size: int = CHUNK_SIZE, name: str = "input",
         try:
             with memoryview(buf) as mv:
                 got = stream.readinto(mv[carry : carry + want])  # type: ignore[attr-defined]
-        except _DECOMPRESS_ERRORS as e:
+        except _decompress_errors() as e:
             if isinstance(stream, (io.BufferedReader, io.FileIO)):
                 raise TriageError(f"{name}: read error ({getattr(e, 'strerror', None) or e})") from None
             raise _corrupt(name, e) from None

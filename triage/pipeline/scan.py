@@ -862,12 +862,12 @@ def merge(parts: list[ScanResult]) -> ScanResult:
 def scan_file(path: str, prefilter: Prefilter, workers: int, progress: bool = False) -> ScanResult | None:
     """Scan a large regular file on several cores; None when it is not worth it. `progress`:
     a progress line on stderr when it is a terminal (the CLI asks; the library prints nothing)."""
-    import multiprocessing as mp
     import os
 
     size = os.path.getsize(path)
     if workers < 2 or size < PARALLEL_MIN_BYTES:
         return None
+    import multiprocessing as mp  # only for a log big enough to split
     with open(path, "rb") as fh:
         if fh.read(2) == b"\x1f\x8b":
             return None  # gzip cannot be entered in the middle
