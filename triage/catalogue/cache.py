@@ -87,8 +87,9 @@ def read_cache(path: Path) -> Catalogue | None:
             return None
         cat = Catalogue(dirs=[str(d) for d in doc["dirs"]])
         for s in doc["signatures"]:
-            spec = _rebuilt(SignatureSpec, s["spec"])
-            cat.signatures[spec.id] = Signature(spec, str(s["path"]))
+            # the spec itself is built when first used (load.Signature): most never are
+            sig = Signature(None, str(s["path"]), dump=s["spec"], build=functools.partial(_rebuilt, SignatureSpec))
+            cat.signatures[sig.id] = sig
         for w in doc["workarounds"]:
             wspec = _rebuilt(WorkaroundSpec, w["spec"])
             cat.workarounds[wspec.id] = wspec

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,11 +30,32 @@ except AttributeError:  # pragma: no cover - pure-Python PyYAML
 MAX_FILE = 512 * 1024
 
 
-@dataclass
 class Signature:
-    spec: SignatureSpec
-    path: str
-    _compiled: list[regex.Pattern[str]] | None = None
+    """A catalogue entry: its spec, where it came from, and its patterns compiled on first use.
+
+    From the cache, the spec itself is built on first use too (`build`, from its dump): a run
+    reads the keywords, id and workaround ids of every signature, and the rest only of the few
+    whose keywords the log holds."""
+
+    def __init__(self, spec: SignatureSpec | None, path: str, compiled: list[regex.Pattern[str]] | None = None,
+                 *, dump: dict[str, Any] | None = None, build: Callable[[dict[str, Any]], SignatureSpec] | None = None) -> None:
+        self.path = path
+        self._spec, self._compiled = spec, compiled
+        self._dump, self._build = dump, build
+        if spec is not None:
+            self.id, self.keywords, self.workaround_ids = spec.id, spec.keywords, spec.workarounds
+        elif dump is not None and build is not None:
+            self.id, self.keywords, self.workaround_ids = str(dump["id"]), _strings(dump["keywords"]), _strings(dump["workarounds"])
+        else:
+            raise TypeError("a Signature needs its spec, or its dump and how to build it")
+
+    @property
+    def spec(self) -> SignatureSpec:
+        if self._spec is None:
+            assert self._dump is not None and self._build is not None
+            self._spec = self._build(self._dump)
+            self._dump = None
+        return self._spec
 
     @property
     def patterns(self) -> list[regex.Pattern[str]]:
@@ -48,12 +69,21 @@ class Signature:
             except PatternTooLarge:
                 # the source alone says it is too large: the entry's own file decides
                 fresh = load_signature(Path(self.path))
-                self.spec, self._compiled = fresh.spec, fresh.patterns
+                self._spec, self._compiled = fresh.spec, fresh.patterns
         return self._compiled
 
     def __getstate__(self) -> dict:
         # pickled to the worker processes of a backtest: specs only, patterns compile again there
-        return {"spec": self.spec, "path": self.path, "_compiled": None}
+        return {"spec": self.spec, "path": self.path}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["spec"], state["path"])  # type: ignore[misc]
+
+
+def _strings(v: Any) -> list[str]:  # noqa: ANN401 - a value of the cache's JSON
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ValueError("expected a list of strings")
+    return v
 
 
 @dataclass
@@ -67,7 +97,7 @@ class Catalogue:
     cache_dir: Path | None = None
 
     def keywords(self) -> set[str]:
-        return {k for s in self.signatures.values() for k in s.spec.keywords}
+        return {k for s in self.signatures.values() for k in s.keywords}
 
 
 def builtin_dirs() -> list[Path]:
@@ -312,7 +342,7 @@ def _merge(cat: Catalogue, part: Catalogue) -> None:
 
 def _check_references(cat: Catalogue) -> None:
     for s in cat.signatures.values():
-        for w in s.spec.workarounds:
+        for w in s.workaround_ids:
             if w not in cat.workarounds:
                 raise CatalogueError(f"{s.path}:{line_with(s.path, w)}: field 'workarounds': unknown workaround id {w!r}")
 
@@ -364,10 +394,10 @@ def line_with(path: str | Path, needle: str, key: str | None = None) -> int:
 
 
 def _add_sig(cat: Catalogue, s: Signature) -> None:
-    if s.spec.id in cat.signatures:
-        raise CatalogueError(f"{s.path}:{line_with(s.path, s.spec.id, 'id')}: duplicate signature id {s.spec.id!r} "
-                             f"(also in {cat.signatures[s.spec.id].path})")
-    cat.signatures[s.spec.id] = s
+    if s.id in cat.signatures:
+        raise CatalogueError(f"{s.path}:{line_with(s.path, s.id, 'id')}: duplicate signature id {s.id!r} "
+                             f"(also in {cat.signatures[s.id].path})")
+    cat.signatures[s.id] = s
 
 
 def _add_wk(cat: Catalogue, w: WorkaroundSpec, path: Path) -> None:

@@ -46,7 +46,7 @@ class MatchContext:
 def _by_keyword(cat: Catalogue) -> dict[str, list[Signature]]:
     by_kw: dict[str, list[Signature]] = defaultdict(list)
     for s in cat.signatures.values():
-        for k in s.spec.keywords:
+        for k in s.keywords:
             by_kw[k].append(s)
     return by_kw
 
@@ -113,7 +113,7 @@ def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
         found = [k for k in by_kw if k in ln.text]
         if not found:
             continue
-        sigs = {s.spec.id: s for k in found for s in by_kw[k]}
+        sigs = {s.id: s for k in found for s in by_kw[k]}
         for sid, s in sigs.items():
             for i, p in enumerate(s.patterns):
                 if (sid, i) in timed_out:
