@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -22,6 +23,8 @@ except AttributeError:  # pragma: no cover
 
 @dataclass(frozen=True)
 class FlagInfo:
+    """One engine flag: its names, destination, value, and the versions it exists in."""
+
     flag: str
     dest: str
     takes_value: bool | None
@@ -50,15 +53,50 @@ def flag_name(spec: str) -> str:
     return spec.strip().split()[0].split("=", 1)[0]
 
 
+class _Infos(Mapping[str, FlagInfo]):
+    """Names (or dests) to FlagInfo, each made the first time it is looked up: an engine lists
+    hundreds of flags and a run looks at a handful (making all 700 of SGLang's was 4 ms)."""
+
+    def __init__(self, keys: dict[str, int], info: Callable[[int], FlagInfo]) -> None:
+        self._keys, self._info = keys, info
+
+    def __getitem__(self, key: str) -> FlagInfo:
+        return self._info(self._keys[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+
 class FlagIndex:
     def __init__(self, engine: str, entries: list[dict], version: str | None) -> None:
         self.engine = engine
         self.version = version
-        self.by_name: dict[str, FlagInfo] = {}
-        self.by_dest: dict[str, FlagInfo] = {}
-        for e in entries:
+        self._entries = entries
+        self._made: dict[int, FlagInfo] = {}
+        names: dict[str, int] = {}
+        dests: dict[str, int] = {}
+        for i, e in enumerate(entries):
             name = e["flag"]
-            info = FlagInfo(
+            names.setdefault(name, i)
+            for a in (e.get("aliases") or ()), (e.get("hidden_aliases") or ()):
+                for alias in a:
+                    names.setdefault(alias, i)
+            dests.setdefault(e.get("dest") or name.lstrip("-").replace("-", "_"), i)
+        self.by_name: Mapping[str, FlagInfo] = _Infos(names, self._info)
+        self.by_dest: Mapping[str, FlagInfo] = _Infos(dests, self._info)
+
+    def _info(self, i: int) -> FlagInfo:
+        info = self._made.get(i)
+        if info is None:
+            e = self._entries[i]
+            name = e["flag"]
+            info = self._made[i] = FlagInfo(
                 flag=name,
                 dest=e.get("dest") or name.lstrip("-").replace("-", "_"),
                 takes_value=e.get("takes_value"),
@@ -70,10 +108,7 @@ class FlagIndex:
                 aliases=tuple(e.get("aliases") or ()) + tuple(e.get("hidden_aliases") or ()),
                 default=e.get("default"),
             )
-            self.by_name.setdefault(name, info)
-            for a in info.aliases:
-                self.by_name.setdefault(a, info)
-            self.by_dest.setdefault(info.dest, info)
+        return info
 
     def get(self, flag: str) -> FlagInfo | None:
         name = flag_name(flag)
@@ -84,7 +119,7 @@ class FlagIndex:
             info = self.by_name.get("--" + name[5:])
         if info is None and name.startswith("--") and len(name) > 3:
             # argparse's allow_abbrev: a unique prefix of a current flag is that flag
-            cands = {i.flag for n, i in self.by_name.items() if n.startswith(name) and not i.removed_in}
+            cands = {i.flag for n in self.by_name if n.startswith(name) and not (i := self.by_name[n]).removed_in}
             if len(cands) == 1:
                 info = self.by_name[cands.pop()]
         return info

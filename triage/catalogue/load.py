@@ -88,6 +88,8 @@ def _strings(v: Any) -> list[str]:  # noqa: ANN401 - a value of the cache's JSON
 
 @dataclass
 class Catalogue:
+    """The signatures and workarounds of every catalogue directory, by id."""
+
     signatures: dict[str, Signature] = field(default_factory=dict)
     workarounds: dict[str, WorkaroundSpec] = field(default_factory=dict)
     workaround_paths: dict[str, str] = field(default_factory=dict)

@@ -26,6 +26,8 @@ log = logging.getLogger("triage")
 SCHEMA = "triage-report/2"
 @dataclass
 class Analysis:
+    """The reports of one `analyze` call, the logs that could not be read, and the inputs."""
+
     reports: list[Report]
     errors: dict[str, str] = field(default_factory=dict)  # log -> why it could not be analysed
     paths: list[str] = field(default_factory=list)  # the inputs, expanded (for -o's "not onto an input")

@@ -21,6 +21,8 @@ _worker: tuple[Catalogue, Options] | None = None
 
 @dataclass(kw_only=True, eq=False, repr=False)  # a Record, like the report's types (core/record.py)
 class Group(Record):
+    """One failure across logs: how many, in which logs, from when to when."""
+
     key: str  # signature id, or "fingerprint:<hash>"
     title: str
     signature: str | None = None
@@ -34,6 +36,8 @@ class Group(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class Summary(Record):
+    """The failures of many logs, grouped; the logs that could not be read."""
+
     logs: int
     failed: int
     groups: list[Group]

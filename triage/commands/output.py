@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Output:
+    """The one door everything triage writes goes through: whether secrets (and IP addresses) are masked."""
+
     redact: bool = True
     ips: bool = False
 

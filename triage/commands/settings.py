@@ -34,6 +34,8 @@ _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
 
 @dataclass
 class Settings:
+    """The settings in force, from the environment and the configuration file (`get` lets the command line win)."""
+
     values: dict[str, Any] = field(default_factory=dict)
     catalogue: list[str] = field(default_factory=list)
     file: Path | None = None  # the configuration file used, if any

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class LoadSummary:
+    """Load figures accumulated over a log's load lines: the peak and the prefix cache's tokens."""
+
     peak_running: int = 0
     peak_line: int | None = None
     new_tokens: int = 0

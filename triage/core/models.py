@@ -18,6 +18,8 @@ from triage.core.record import EXCLUDED, Record, hidden
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class Evidence(Record):
+    """A log line quoted as proof: its number, its text, and its log when several were read."""
+
     line: int
     text: str
     source: str | None = None
@@ -25,6 +27,8 @@ class Evidence(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class Frame(Record):
+    """One frame of a traceback: file, line, function and the code shown."""
+
     file: str
     line: int | None = None
     function: str | None = None
@@ -33,6 +37,8 @@ class Frame(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class ExceptionInfo(Record):
+    """An exception's type name and message, as one link of a chained traceback."""
+
     exception: str
     message: str = ""
 
@@ -69,6 +75,8 @@ class Failure(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class Workaround(Record):
+    """A change that avoids the failure (flags to add or remove, environment, an action), with what it costs."""
+
     id: str
     title: str
     flags: list[str] = field(default_factory=list)
@@ -85,12 +93,16 @@ class Workaround(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class Debug(Record):
+    """What to set to learn more when the workaround does not help (debug environment, a note)."""
+
     env: list[str] = field(default_factory=list)
     note: str | None = None
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class Finding(Record):
+    """A catalogue signature that matched: why it matched, what it means, what to do, and the proof."""
+
     signature: str
     title: str
     confidence: float
@@ -117,6 +129,8 @@ class Finding(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class LoadFigures(Record):
+    """The server's load as one of its load lines printed it."""
+
     line: int
     time: str | None = None
     running: int | None = None
@@ -128,6 +142,8 @@ class LoadFigures(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class PhaseSpan(Record):
+    """A start-up phase (loading weights, capturing CUDA graphs ...), where it began and how long it took."""
+
     name: str
     line: int
     time: str | None = None
@@ -136,6 +152,8 @@ class PhaseSpan(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class Timeline(Record):
+    """What the server was doing and when: start-up milestones, the load, the crash."""
+
     first_line: int | None = None
     first_time: str | None = None
     weights_loaded: Evidence | None = None
@@ -154,6 +172,8 @@ class Timeline(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class Environment(Record):
+    """The engine, model, parallelism and settings the log shows."""
+
     engine: str | None = None
     version: str | None = None
     model: str | None = None
@@ -179,6 +199,8 @@ class Environment(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class PhaseDelta(Record):
+    """A start-up phase timed against the same phase of the baseline log."""
+
     name: str
     seconds: float | None = None
     baseline_seconds: float | None = None
@@ -187,6 +209,8 @@ class PhaseDelta(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class NovelLine(Record):
+    """A warning or error line (as a template) the baseline log does not have."""
+
     template: str
     count: int
     line: int  # first occurrence in this log
@@ -194,6 +218,8 @@ class NovelLine(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class BaselineComparison(Record):
+    """This log against a healthy or earlier one of the same server."""
+
     source: str
     ready_seconds: float | None = None
     baseline_ready_seconds: float | None = None
@@ -204,6 +230,8 @@ class BaselineComparison(Record):
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class Report(Record):
+    """Everything one log says: its environment, timeline, failures and the findings that explain them."""
+
     COMPUTED = ("exit_code",)
 
     source: str

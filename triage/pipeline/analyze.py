@@ -27,6 +27,8 @@ from triage.pipeline.scan import Prefilter, ScanResult, scan
 
 @dataclass
 class Options:
+    """How one log is analysed: what the caller knows of the server and how to scan."""
+
     version: str | None = None
     command: str | None = None
     prefer_hyperscan: bool = True

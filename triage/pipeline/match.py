@@ -35,6 +35,8 @@ SETTING_ALIASES = {
 
 @dataclass
 class MatchContext:
+    """What the match stage reads of the parsed log, and the notes it leaves."""
+
     lines: list[LogLine]
     failures: list[Failure]
     env: Environment

@@ -39,6 +39,8 @@ SERVING_TAIL = 256 * 1024  # only the end of each chunk is searched: a serving l
 
 @dataclass
 class ScanResult:
+    """What the scan kept of a log: the lines the later stages read, counts, load figures."""
+
     lines: dict[int, str] = field(default_factory=dict)  # line number -> decoded text
     total_lines: int = 0
     total_bytes: int = 0

@@ -32,6 +32,8 @@ class Wrap:
 
 @dataclass(frozen=True)
 class SecretRule:
+    """One kind of secret: the keywords that gate it and the pattern that finds it."""
+
     id: str
     gitleaks: str  # gitleaks rule id(s) this follows; "" when gitleaks has none
     keywords: tuple[str, ...]  # lower-case; the rule runs only on text holding one of them

@@ -36,6 +36,8 @@ _ANY_VERSION = [
 
 @dataclass
 class Config:
+    """The launch configuration a log printed, as settings."""
+
     engine: str | None = None
     line: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)  # everything printed, merged

@@ -65,6 +65,8 @@ _PYLOG = re.compile(
 
 @dataclass(slots=True)
 class LogLine:
+    """One kept line of the log: number, text, and its prefix (time, rank, logger) split off."""
+
     no: int  # 1-based line number in the source
     text: str  # the whole line, ANSI and \r removed
     message: str  # the line without wrappers and engine prefix

@@ -18,6 +18,8 @@ from triage.pipeline.parse.lines import LogLine
 
 @dataclass(frozen=True)
 class Marker:
+    """A failure that is not a Python traceback (NCCL, CUDA, a signal, the OOM killer), as a rule."""
+
     kind: str
     exception: str
     rx: re.Pattern[str]
@@ -110,6 +112,8 @@ MARKERS: list[Marker] = [
 
 @dataclass
 class MarkerHit:
+    """A line on which a marker fired."""
+
     marker: Marker
     line: LogLine
     message: str

@@ -37,6 +37,8 @@ WRAPPERS = [
 
 @dataclass
 class Exc:
+    """One exception of a traceback's chain: its type, message, line and frames."""
+
     type: str
     message: str
     line: int
@@ -46,6 +48,8 @@ class Exc:
 
 @dataclass
 class Stream:
+    """The traceback being read from one rank's (or one process's) lines."""
+
     key: str
     rank: str | None
     header_line: int
@@ -56,6 +60,8 @@ class Stream:
 
 @dataclass
 class Traceback:
+    """A parsed Python traceback: its rank, first and last line, chain of exceptions and lines."""
+
     rank: str | None
     line: int
     end_line: int
