@@ -135,3 +135,36 @@ def test_in_process_runner_is_the_real_command(args):
     real, here = run_process(*args), run_cli(*args)
     assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr)
     assert real.returncode in (1, 2) and (real.stdout if real.returncode == 1 else real.stderr)
+
+
+def test_a_command_built_alone_says_and_does_what_the_whole_app_does(monkeypatch):
+    """run_main builds only the command the arguments name (cli._command(only)); its help, and
+    its options, are those of the same command inside the whole app."""
+    import triage.cli as cli
+
+    names = [cli._name(c) for c in cli.app.registered_commands]
+    assert "analyze" in names and len(names) >= 8
+    whole = cli._command()
+    for name in names:
+        alone = cli._command(name)
+        assert list(alone.commands) == [name]
+        a, w = alone.commands[name], whole.commands[name]
+        assert [p.name for p in a.params] == [p.name for p in w.params]
+        assert [p.name for p in alone.params] == [p.name for p in whole.params]  # --config, --isolated, ...
+        shown = run_cli(name, "--help").stdout
+        assert shown.startswith(f"Usage: triage {name} ".encode()) and shown == _help_of_whole(cli, name)
+    assert cli._only(["analyze", "x.log"]) == "analyze"
+    assert cli._only(["--isolated", "analyze", "x.log"]) is None  # an option first: the whole app
+    assert cli._only(["catalogue", "check"]) is None and cli._only([]) is None
+    monkeypatch.setenv("_TRIAGE_COMPLETE", "bash_complete")
+    assert cli._only(["analyze"]) is None  # completion lists everything
+
+
+def _help_of_whole(cli, name: str) -> bytes:  # noqa: ANN001
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(BaseException):
+        cli._command()(args=[name, "--help"], prog_name="triage", standalone_mode=False)
+    return out.getvalue().encode()

@@ -47,8 +47,12 @@ class _Command(TyperCommand):
         return pieces
 
 
-app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
-                  help="Crash triage and workaround recommendations for LLM inference server logs.")
+def _new_app() -> typer.Typer:
+    return typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
+                       help="Crash triage and workaround recommendations for LLM inference server logs.")
+
+
+app = _new_app()
 catalogue_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
                             help="Validate and inspect the signature catalogue.")
 app.add_typer(catalogue_app, name="catalogue")
@@ -491,10 +495,30 @@ _PLAIN_USAGE = (
 
 
 @functools.cache
-def _command() -> Any:  # noqa: ANN401 - typer's click Command (vendored or click's, by version)
+def _command(only: str | None = None) -> Any:  # noqa: ANN401 - typer's click Command (vendored or click's, by version)
     """The click command behind `app`, built once per process: typer builds it anew on every
-    call, with a pydantic TypeAdapter per option (about 20 ms a call), and a command is reusable."""
-    return typer.main.get_command(app)
+    call, with a pydantic TypeAdapter per option (about 20 ms a call), and a command is reusable.
+
+    `only`: the command the arguments name first, built alone, under the same top-level
+    options: typer builds every command's parameters up front, and the other eight were a
+    fiftieth of a small log's run. Help, completion and any other first argument get the whole app."""
+    if only is None:
+        return typer.main.get_command(app)
+    one = _new_app()
+    one.registered_callback = app.registered_callback
+    one.registered_commands = [c for c in app.registered_commands if _name(c) == only]
+    return typer.main.get_command(one)
+
+
+def _name(info: Any) -> str:  # noqa: ANN401 - typer's CommandInfo
+    return info.name or info.callback.__name__.replace("_", "-")
+
+
+def _only(args: list[str]) -> str | None:
+    """The command to build alone for `args`, if any (see _command)."""
+    if not args or any(k.startswith("_TRIAGE_COMPLETE") for k in os.environ):
+        return None
+    return args[0] if args[0] in {_name(c) for c in app.registered_commands} else None
 
 
 def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
@@ -510,7 +534,8 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
 
     exits, aborts, usage = _click_exceptions()
     try:
-        rv = _command()(args=argv, prog_name=prog_name or "triage", standalone_mode=False)
+        args = sys.argv[1:] if argv is None else argv
+        rv = _command(_only(args))(args=args, prog_name=prog_name or "triage", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except exits as e:
         code = getattr(e, "exit_code", 1)
