@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args, get_origin
+from typing import TYPE_CHECKING, Any, cast, get_args, get_origin
 
 from triage.core import diskcache
 
@@ -72,7 +72,7 @@ def cache_path(roots: list[Path]) -> Path | None:
 
 
 def read_cache(path: Path) -> Catalogue | None:
-    from triage.catalogue.load import Catalogue, Signature
+    from triage.catalogue.load import Catalogue, Signature, Specs
     from triage.catalogue.models import SignatureSpec, WorkaroundSpec
 
     data = diskcache.read_trusted(path) if path.exists() else None
@@ -90,10 +90,11 @@ def read_cache(path: Path) -> Catalogue | None:
             # the spec itself is built when first used (load.Signature): most never are
             sig = Signature(None, str(s["path"]), dump=s["spec"], build=functools.partial(_rebuilt, SignatureSpec))
             cat.signatures[sig.id] = sig
+        build = functools.partial(_rebuilt, WorkaroundSpec)
         for w in doc["workarounds"]:
-            wspec = _rebuilt(WorkaroundSpec, w["spec"])
-            cat.workarounds[wspec.id] = wspec
-            cat.workaround_paths[wspec.id] = str(w["path"])
+            wid = str(w["spec"]["id"])  # built when first looked up (load.Specs)
+            cast("Specs", cat.workarounds).add_dump(wid, w["spec"], build)
+            cat.workaround_paths[wid] = str(w["path"])
     except Exception:  # noqa: BLE001 - an older or odd cache is only a miss
         return None
     return cat

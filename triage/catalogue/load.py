@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,12 +86,57 @@ def _strings(v: Any) -> list[str]:  # noqa: ANN401 - a value of the cache's JSON
     return v
 
 
+class _Dump:
+    """A spec not built yet: its dump and how to build it (see Specs)."""
+
+    __slots__ = ("build", "dump")
+
+    def __init__(self, dump: dict[str, Any], build: Callable[[dict[str, Any]], WorkaroundSpec]) -> None:
+        self.dump, self.build = dump, build
+
+
+class Specs(MutableMapping[str, WorkaroundSpec]):
+    """Workaround specs by id, in the order they were added. One read from the cache is built
+    from its dump the first time it is looked up: a run looks up the few its findings name."""
+
+    def __init__(self, items: Mapping[str, WorkaroundSpec] | None = None) -> None:
+        self._items: dict[str, WorkaroundSpec | _Dump] = dict(items or {})
+
+    def add_dump(self, key: str, dump: dict[str, Any], build: Callable[[dict[str, Any]], WorkaroundSpec]) -> None:
+        self._items[key] = _Dump(dump, build)
+
+    def take(self, other: Mapping[str, WorkaroundSpec], key: str) -> None:
+        """`other`'s entry for `key`, built or not."""
+        self._items[key] = other._items[key] if isinstance(other, Specs) else other[key]
+
+    def __getitem__(self, key: str) -> WorkaroundSpec:
+        v = self._items[key]
+        if isinstance(v, _Dump):
+            v = self._items[key] = v.build(v.dump)
+        return v
+
+    def __setitem__(self, key: str, value: WorkaroundSpec) -> None:
+        self._items[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+
 @dataclass
 class Catalogue:
     """The signatures and workarounds of every catalogue directory, by id."""
 
     signatures: dict[str, Signature] = field(default_factory=dict)
-    workarounds: dict[str, WorkaroundSpec] = field(default_factory=dict)
+    workarounds: MutableMapping[str, WorkaroundSpec] = field(default_factory=Specs)
     workaround_paths: dict[str, str] = field(default_factory=dict)
     dirs: list[str] = field(default_factory=list)
     # where what is derived from this catalogue (its compiled keyword database) may be kept
@@ -336,8 +381,13 @@ def _cached_directory(root: Path) -> Catalogue:
 
 
 def _merge(cat: Catalogue, part: Catalogue) -> None:
-    for wid, w in part.workarounds.items():
-        _add_wk(cat, w, Path(part.workaround_paths[wid]))
+    for wid in part.workarounds:  # not built: a cached entry stays a dump until looked up
+        _check_new_wk(cat, wid, Path(part.workaround_paths[wid]))
+        if isinstance(cat.workarounds, Specs):
+            cat.workarounds.take(part.workarounds, wid)
+        else:
+            cat.workarounds[wid] = part.workarounds[wid]
+        cat.workaround_paths[wid] = part.workaround_paths[wid]
     for sig in part.signatures.values():
         _add_sig(cat, sig)
 
@@ -402,9 +452,13 @@ def _add_sig(cat: Catalogue, s: Signature) -> None:
     cat.signatures[s.id] = s
 
 
+def _check_new_wk(cat: Catalogue, wid: str, path: Path) -> None:
+    if wid in cat.workarounds:
+        raise CatalogueError(f"{path}:{line_with(path, wid, 'id')}: duplicate workaround id {wid!r} "
+                             f"(also in {cat.workaround_paths[wid]})")
+
+
 def _add_wk(cat: Catalogue, w: WorkaroundSpec, path: Path) -> None:
-    if w.id in cat.workarounds:
-        raise CatalogueError(f"{path}:{line_with(path, w.id, 'id')}: duplicate workaround id {w.id!r} "
-                             f"(also in {cat.workaround_paths[w.id]})")
+    _check_new_wk(cat, w.id, path)
     cat.workarounds[w.id] = w
     cat.workaround_paths[w.id] = str(path)
