@@ -200,6 +200,8 @@ def properfix(x: StatesAFix) -> str:
 
 def _upper_bound(affects: str) -> str | None:
     """The `X` of a `<X` in a PEP 440 range: the first release the range leaves out."""
+    if "<" not in affects:
+        return None  # no upper bound to find (most ranges: `>=0.5.3`), and packaging not imported
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     try:
