@@ -8,17 +8,11 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
-
 if TYPE_CHECKING:
     from packaging.version import Version
 
 DATA = Path(__file__).resolve().parent / "data" / "flags"
 
-try:
-    _Loader: type = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
 
 
 @dataclass(frozen=True)
@@ -162,7 +156,9 @@ def flag_index(engine: str) -> FlagIndex | None:
 
         doc = json.loads(js.read_text(encoding="utf-8"))
     elif ym.exists():
-        doc = yaml.load(ym.read_text(encoding="utf-8"), Loader=_Loader) or {}
+        import yaml  # only the hand-written lists; SGLang's and vLLM's are JSON
+
+        doc = yaml.load(ym.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     else:
         return None
     return FlagIndex(engine, doc.get("flags") or [], doc.get("version"))
