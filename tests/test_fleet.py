@@ -328,3 +328,39 @@ def test_a_second_run_in_one_process_sees_an_edited_catalogue(tmp_path):
     after = run_fleet(str(tmp_path / "archive"), opts)
     assert "my-frobnicator-exploded" not in before.groups
     assert "my-frobnicator-exploded" in after.groups, list(after.groups)
+
+
+def test_a_pool_that_breaks_before_a_submit_loses_no_batch(monkeypatch):
+    """A worker can die between the driver's wait and its next submit: the pool then refuses
+    the batch outright (BrokenProcessPool from submit, not from a result). That batch never ran;
+    it goes to the next pool, and every batch comes back once (it used to end the whole run)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    from types import SimpleNamespace
+
+    from triage.commands.fleet import runners
+
+    pools: list[ThreadPoolExecutor] = []
+
+    class Refusing(ThreadPoolExecutor):
+        def __init__(self, accept: int) -> None:
+            super().__init__(1)
+            self.accept = accept
+
+        def submit(self, fn, /, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            if self.accept == 0:
+                raise BrokenProcessPool("a child process terminated abruptly")
+            self.accept -= 1
+            return super().submit(fn, *args, **kwargs)
+
+    def pool(self):  # noqa: ANN001, ANN202
+        pools.append(Refusing(2 if not pools else 10**6))
+        return pools[-1]
+
+    monkeypatch.setattr(runners.LocalPool, "_pool", pool)
+    monkeypatch.setattr(runners, "analyse_batch", lambda b, job: [f.path for f in b])
+    batches = [[SimpleNamespace(path=f"log{i}")] for i in range(6)]
+    out = list(runners.LocalPool(jobs=1).map(iter(batches), job=None))
+    assert sorted(b[0].path for b, _ in out) == [f"log{i}" for i in range(6)]  # each once
+    assert all(result == [b[0].path] for b, result in out)  # none lost as "a worker process died"
+    assert len(pools) == 2

@@ -91,19 +91,26 @@ class LocalPool:
 
         pool = self._pool()
         pending: dict[Any, Batch] = {}
+        held: Batch | None = None  # refused by a pool that broke before it was handed over
         more = True
         try:
             while True:
                 while more and len(pending) < self.inflight:
-                    b = next(batches, None)
+                    b, held = (held, None) if held is not None else (next(batches, None), None)
                     if b is None:
                         more = False
                         break
-                    pending[pool.submit(analyse_batch, b, job)] = b
-                if not pending:
+                    try:
+                        pending[pool.submit(analyse_batch, b, job)] = b
+                    except BrokenProcessPool:
+                        # a worker died between the last wait and this submit: this batch never
+                        # ran, so it goes to the next pool as it is
+                        held = b
+                        break
+                if not pending and held is None:
                     return
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                broken = False
+                done = wait(pending, return_when=FIRST_COMPLETED)[0] if pending else set()
+                broken = held is not None
                 for fut in sorted(done, key=lambda f: pending[f][0].path):
                     b = pending.pop(fut)
                     try:
