@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast, get_args, get_origin
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from triage.core import diskcache
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from triage.catalogue.load import Catalogue
+    from triage.catalogue.models import WorkaroundSpec
 
 # bumped when the cached data changes shape (4: no conflicts; 5: JSON instead of a pickle;
 # 6: a digest, specs rebuilt without validation)
@@ -72,8 +73,9 @@ def cache_path(roots: list[Path]) -> Path | None:
 
 
 def read_cache(path: Path) -> Catalogue | None:
-    from triage.catalogue.load import Catalogue, Signature, Specs
-    from triage.catalogue.models import SignatureSpec, WorkaroundSpec
+    from triage.catalogue.load import Catalogue, Signature
+    from triage.catalogue.models import SignatureSpec
+    from triage.core.lazymap import LazyMap
 
     data = diskcache.read_trusted(path) if path.exists() else None
     if data is None or not data.startswith(_HEAD):
@@ -85,19 +87,24 @@ def read_cache(path: Path) -> Catalogue | None:
         doc = json.loads(body)
         if doc.get("version") != CACHE_VERSION:
             return None
-        cat = Catalogue(dirs=[str(d) for d in doc["dirs"]])
+        cat = Catalogue(dirs=[str(d) for d in doc["dirs"]], workarounds=LazyMap(_workaround))
         for s in doc["signatures"]:
             # the spec itself is built when first used (load.Signature): most never are
             sig = Signature(None, str(s["path"]), dump=s["spec"], build=functools.partial(_rebuilt, SignatureSpec))
             cat.signatures[sig.id] = sig
-        build = functools.partial(_rebuilt, WorkaroundSpec)
         for w in doc["workarounds"]:
-            wid = str(w["spec"]["id"])  # built when first looked up (load.Specs)
-            cast("Specs", cat.workarounds).add_dump(wid, w["spec"], build)
+            wid = str(w["spec"]["id"])  # built when first looked up
+            cat.workarounds.later(wid, w["spec"])
             cat.workaround_paths[wid] = str(w["path"])
     except Exception:  # noqa: BLE001 - an older or odd cache is only a miss
         return None
     return cat
+
+
+def _workaround(dump: dict[str, Any]) -> WorkaroundSpec:
+    from triage.catalogue.models import WorkaroundSpec
+
+    return _rebuilt(WorkaroundSpec, dump)
 
 
 def _rebuilt(model: type[BaseModel], data: dict[str, Any]) -> Any:  # noqa: ANN401 - an instance of `model`

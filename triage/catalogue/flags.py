@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from triage.core.lazymap import LazyMap
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -47,43 +49,28 @@ def flag_name(spec: str) -> str:
     return spec.strip().split()[0].split("=", 1)[0]
 
 
-class _Infos(Mapping[str, FlagInfo]):
-    """Names (or dests) to FlagInfo, each made the first time it is looked up: an engine lists
-    hundreds of flags and a run looks at a handful (making all 700 of SGLang's was 4 ms)."""
-
-    def __init__(self, keys: dict[str, int], info: Callable[[int], FlagInfo]) -> None:
-        self._keys, self._info = keys, info
-
-    def __getitem__(self, key: str) -> FlagInfo:
-        return self._info(self._keys[key])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._keys
-
-
 class FlagIndex:
+    """An engine's flags by name (aliases too) and by destination; each FlagInfo is made the
+    first time it is looked up: an engine lists hundreds and a run looks at a handful (making
+    all 700 of SGLang's was 4 ms)."""
+
     def __init__(self, engine: str, entries: list[dict], version: str | None) -> None:
         self.engine = engine
         self.version = version
         self._entries = entries
         self._made: dict[int, FlagInfo] = {}
-        names: dict[str, int] = {}
-        dests: dict[str, int] = {}
-        for i, e in enumerate(entries):
+        names: LazyMap[FlagInfo] = LazyMap(self._info)
+        dests: LazyMap[FlagInfo] = LazyMap(self._info)
+        for i, e in enumerate(entries):  # the first entry of a name wins, as before
             name = e["flag"]
-            names.setdefault(name, i)
-            for a in (e.get("aliases") or ()), (e.get("hidden_aliases") or ()):
-                for alias in a:
-                    names.setdefault(alias, i)
-            dests.setdefault(e.get("dest") or name.lstrip("-").replace("-", "_"), i)
-        self.by_name: Mapping[str, FlagInfo] = _Infos(names, self._info)
-        self.by_dest: Mapping[str, FlagInfo] = _Infos(dests, self._info)
+            for key in (name, *(e.get("aliases") or ()), *(e.get("hidden_aliases") or ())):
+                if key not in names:
+                    names.later(key, i)
+            dest = e.get("dest") or name.lstrip("-").replace("-", "_")
+            if dest not in dests:
+                dests.later(dest, i)
+        self.by_name: Mapping[str, FlagInfo] = names
+        self.by_dest: Mapping[str, FlagInfo] = dests
 
     def _info(self, i: int) -> FlagInfo:
         info = self._made.get(i)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from triage.catalogue.expansion import PatternTooLarge, compile_checked
 from triage.catalogue.models import SignatureSpec, WorkaroundSpec
 from triage.core.errors import CatalogueError
+from triage.core.lazymap import LazyMap
 
 if TYPE_CHECKING:
     import yaml
@@ -92,62 +93,22 @@ def _strings(v: Any) -> list[str]:  # noqa: ANN401 - a value of the cache's JSON
     return v
 
 
-class _Dump:
-    """A spec not built yet: its dump and how to build it (see Specs)."""
-
-    __slots__ = ("build", "dump")
-
-    def __init__(self, dump: dict[str, Any], build: Callable[[dict[str, Any]], WorkaroundSpec]) -> None:
-        self.dump, self.build = dump, build
-
-
-class Specs(MutableMapping[str, WorkaroundSpec]):
-    """Workaround specs by id, in the order they were added. One read from the cache is built
-    from its dump the first time it is looked up: a run looks up the few its findings name."""
-
-    def __init__(self, items: Mapping[str, WorkaroundSpec] | None = None) -> None:
-        self._items: dict[str, WorkaroundSpec | _Dump] = dict(items or {})
-
-    def add_dump(self, key: str, dump: dict[str, Any], build: Callable[[dict[str, Any]], WorkaroundSpec]) -> None:
-        self._items[key] = _Dump(dump, build)
-
-    def take(self, other: Mapping[str, WorkaroundSpec], key: str) -> None:
-        """`other`'s entry for `key`, built or not."""
-        self._items[key] = other._items[key] if isinstance(other, Specs) else other[key]
-
-    def __getitem__(self, key: str) -> WorkaroundSpec:
-        v = self._items[key]
-        if isinstance(v, _Dump):
-            v = self._items[key] = v.build(v.dump)
-        return v
-
-    def __setitem__(self, key: str, value: WorkaroundSpec) -> None:
-        self._items[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        del self._items[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._items
-
-
 @dataclass
 class Catalogue:
     """The signatures and workarounds of every catalogue directory, by id."""
 
     signatures: dict[str, Signature] = field(default_factory=dict)
-    workarounds: MutableMapping[str, WorkaroundSpec] = field(default_factory=Specs)
+    # built on first lookup when read from the cache (core/lazymap.py)
+    workarounds: LazyMap[WorkaroundSpec] = field(default_factory=LazyMap)
     workaround_paths: dict[str, str] = field(default_factory=dict)
     dirs: list[str] = field(default_factory=list)
     # where what is derived from this catalogue (its compiled keyword database) may be kept
     # between runs: set only when the caller asked for the on-disk cache (the command line)
     cache_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.workarounds, LazyMap):  # given a plain dict
+            self.workarounds = LazyMap(items=self.workarounds)
 
     def keywords(self) -> set[str]:
         return {k for s in self.signatures.values() for k in s.keywords}
@@ -395,10 +356,7 @@ def _cached_directory(root: Path) -> Catalogue:
 def _merge(cat: Catalogue, part: Catalogue) -> None:
     for wid in part.workarounds:  # not built: a cached entry stays a dump until looked up
         _check_new_wk(cat, wid, Path(part.workaround_paths[wid]))
-        if isinstance(cat.workarounds, Specs):
-            cat.workarounds.take(part.workarounds, wid)
-        else:
-            cat.workarounds[wid] = part.workarounds[wid]
+        cat.workarounds.take(part.workarounds, wid)
         cat.workaround_paths[wid] = part.workaround_paths[wid]
     for sig in part.signatures.values():
         _add_sig(cat, sig)
