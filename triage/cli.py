@@ -516,7 +516,7 @@ def _name(info: Any) -> str:  # noqa: ANN401 - typer's CommandInfo
 
 def _only(args: list[str]) -> str | None:
     """The command to build alone for `args`, if any (see _command)."""
-    if not args or any(k.startswith("_TRIAGE_COMPLETE") for k in os.environ):
+    if not args or os.environ.get("_TRIAGE_COMPLETE"):  # typer's completion: every command
         return None
     return args[0] if args[0] in {_name(c) for c in app.registered_commands} else None
 

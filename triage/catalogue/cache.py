@@ -13,8 +13,9 @@ damaged or edited file fails the digest and is a miss (the YAML is read instead)
 crash, and no content of it can run. A file that passes is what this triage wrote from specs
 it had validated, so they are rebuilt without validating them again (`model_construct`):
 building the validators' schemas was a tenth of a 10 KB log's run. A pattern, checked in full
-when its YAML was read, gets the source-only size check where it is compiled, on first use. It is read only when it and its
-directory belong to this user and nobody else can write to them (triage.core.diskcache).
+when its YAML was read, gets the source-only size check where it is compiled, on first use.
+It is read only when it and its directory belong to this user and nobody else can write to
+them (triage.core.diskcache).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def read_cache(path: Path) -> Catalogue | None:
     from triage.catalogue.models import SignatureSpec
     from triage.core.lazymap import LazyMap
 
-    data = diskcache.read_trusted(path) if path.exists() else None
+    data = diskcache.read_trusted(path)  # None when missing, too
     if data is None or not data.startswith(_HEAD):
         return None
     body = b"{" + data[_BODY:]

@@ -179,8 +179,8 @@ def _tree_units(tree: Any, cap: int) -> int:
 
 def check_expansion(p: str, limit: int = MAX_UNITS, parse: bool = True) -> None:
     """Raise PatternTooLarge when `p` would compile to more than `limit` units. With
-    parse=False only the source is read (40x cheaper): for specs read back from the cache,
-    whose patterns get the full check when they are compiled (expansion.compile_checked)."""
+    parse=False only the source is read (40x cheaper): for a pattern that had the full check
+    when its YAML was read (a spec from the cache, or pickled to a backtest worker)."""
     units = expanded_units(p, limit)
     if units <= limit and parse:
         try:

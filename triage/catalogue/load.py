@@ -26,13 +26,13 @@ if TYPE_CHECKING:
     import yaml
 
 
-
 def _loader_class() -> type:
     """PyYAML's safe loader, C-accelerated when available. yaml is imported here, not with the
     module: a run that reads the catalogue from its cache reads no YAML (8 ms saved)."""
     import yaml
 
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 MAX_FILE = 512 * 1024
 

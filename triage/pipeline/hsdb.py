@@ -55,7 +55,7 @@ def _path(hyperscan: Any, exprs: list[bytes], flags: list[int], cache: Path) -> 
 
 
 def _read(hyperscan: Any, path: Path) -> Any:  # noqa: ANN401
-    data = diskcache.read_trusted(path) if path.exists() else None
+    data = diskcache.read_trusted(path)  # None when missing, too
     if data is None or not data.startswith(MAGIC):
         return None
     digest, payload = data[len(MAGIC) : len(MAGIC) + 32], data[len(MAGIC) + 32 :]
