@@ -71,3 +71,49 @@ def test_stale_precompiled_template_is_not_used(monkeypatch) -> None:
         assert tpl.filename is not None and tpl.filename.endswith("report.md.j2")  # loaded from the file
     finally:
         markdown._template.cache_clear()
+
+
+def _python(code: str, **env: str) -> list[str]:
+    """`code` run in a fresh interpreter, with PYDANTIC_DISABLE_PLUGINS as `env` says; its output lines."""
+    import os
+
+    e = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"} | env
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, cwd=ROOT, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.split()
+
+
+_VALIDATE = ("from triage.core.pydantic_plugins import skip_discovery; print(skip_discovery()); "
+             "from pydantic import TypeAdapter; assert TypeAdapter(int).validate_python('7') == 7; "
+             "import sys; print('importlib.metadata' in sys.modules)")
+
+
+def test_no_plugin_discovery_in_triages_process() -> None:
+    # the stand-in keeps pydantic from importing importlib.metadata (15-20 ms of a small run);
+    # if a pydantic asked its loader for more than get_plugins, the import would show here
+    assert _python(_VALIDATE) == ["True", "False"]
+
+
+def test_the_users_pydantic_disable_plugins_is_left_to_pydantic() -> None:
+    assert _python(_VALIDATE, PYDANTIC_DISABLE_PLUGINS="")[0] == "False"
+    assert _python(_VALIDATE, PYDANTIC_DISABLE_PLUGINS="__all__")[0] == "False"
+
+
+def test_the_stand_in_finds_no_plugins_and_hands_other_names_to_pydantic() -> None:
+    code = ("import sys; from triage.core import pydantic_plugins as p; p.skip_discovery(); "
+            "m = sys.modules[p.LOADER]; print(list(m.get_plugins())); print(hasattr(m, '__path__')); "
+            "print(m.PYDANTIC_ENTRY_POINT_GROUP); print(sys.modules[p.LOADER] is not m)")
+    assert _python(code) == ["[]", "False", "pydantic", "True"]
+
+
+def test_the_cli_sets_no_variable_that_the_processes_it_starts_would_inherit(tmp_path, monkeypatch) -> None:
+    # `triage run` starts the server with triage's environment: its pydantic plugins must work
+    import os
+
+    from triage.cli import run_main
+
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    log = tmp_path / "x.log"
+    log.write_text("INFO server started\n", encoding="utf-8")
+    assert run_main(["analyze", "--format", "json", str(log)]) == 0
+    assert "PYDANTIC_DISABLE_PLUGINS" not in os.environ

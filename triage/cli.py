@@ -524,10 +524,9 @@ def _only(args: list[str]) -> str | None:
 def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     """Run the CLI on `argv` (default: sys.argv[1:]) and return the exit code: one clear line
     on stderr for any error, never a traceback."""
-    # pydantic would look for plugins among every installed distribution's entry points when
-    # the first model is built (5-15 ms of a 10 KB log's run, more with many packages);
-    # none is meant for triage's own models. Setting the variable, even empty, overrides this.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    from triage.core.pydantic_plugins import skip_discovery
+
+    skip_discovery()  # no pydantic plugin is meant for triage's own models (see that module)
     from triage.commands.output import current, use
 
     use()  # each run starts from the default (redacting) Output; a command sets its own options
