@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from triage.pipeline.redact import MASK, entropy, redact_data, redact_lines, redact_text, secret_setting
+from triage.pipeline.redact import MASK, entropy, keywords_in, redact_data, redact_lines, redact_text, secret_setting
 from triage.pipeline.secret_rules import RULES, SecretRule
 
 IDS = [r.id for r in RULES]
@@ -27,6 +27,17 @@ def test_rule_masks_its_example(rule: SecretRule):
     assert any(k in line.lower() for k in rule.keywords), "the keyword prefilter lets the example through"
     out = redact_text(line)
     assert rule.secret not in out and MASK in out, out
+
+
+@pytest.mark.parametrize("rule", RULES, ids=IDS)
+def test_a_report_wide_keyword_pass_keeps_every_rule_a_string_needs(rule: SecretRule):
+    # redact_data checks each string only for the keywords found anywhere in the data
+    line = rule.example.format(s=rule.secret)
+    data = {"failures": [{"message": "RuntimeError: boom", "lines": [line]}], "n": 3}
+    kw = keywords_in(data)
+    assert RULES.index(rule) in {i for _, i in kw}
+    assert rule.secret not in str(redact_data(data))
+    assert keywords_in({"message": "RuntimeError: boom", "n": [1, 2.5, None]}) == ()
 
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)

@@ -105,15 +105,39 @@ def _unwrap_mask(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
 # (keyword, rule) for every rule's keywords: one flat pass per text finds the rules that apply
 # (a generator per rule cost half of redacting a small report)
 _KEYWORDS = tuple((k, i) for i, r in enumerate(RULES) for k in r.keywords)
+Keywords = tuple[tuple[str, int], ...]
 
 
-def redact_text(text: str, ips: bool = False) -> str:
+def _strings(value: Any, out: list[str]) -> list[str]:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _strings(v, out)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _strings(k, out)
+            _strings(v, out)
+    return out
+
+
+def keywords_in(value: Any) -> Keywords:  # noqa: ANN401 - plain data
+    """The (keyword, rule) pairs of the rules whose keywords occur anywhere in `value`'s strings:
+    one pass over all of them, so that each of a report's ~500 strings is then checked for a
+    handful of keywords, not a hundred (which was most of redacting a small report)."""
+    low = "\n".join(_strings(value, [])).lower()
+    rules = {i for k, i in _KEYWORDS if k in low}
+    return tuple((k, i) for k, i in _KEYWORDS if i in rules)
+
+
+def redact_text(text: str, ips: bool = False, keywords: Keywords = _KEYWORDS) -> str:
     """`text` with every secret the rules know masked; newlines are kept, so a block of lines
-    stays the same number of lines."""
+    stays the same number of lines. `keywords`: a subset of the rules' keywords known to hold
+    every one that `text` contains (keywords_in)."""
     if not text:
         return text
     low = text.lower()
-    hit = {i for k, i in _KEYWORDS if k in low}
+    hit = {i for k, i in keywords if k in low}
     if hit:
         if "\n" in text:
             for i in _WRAPPED:
@@ -128,13 +152,13 @@ def redact_text(text: str, ips: bool = False) -> str:
     return text
 
 
-def redact_lines(lines: list[str], ips: bool = False) -> list[str]:
+def redact_lines(lines: list[str], ips: bool = False, keywords: Keywords = _KEYWORDS) -> list[str]:
     """Consecutive log lines, redacted together: a token hard-wrapped onto the next line or a
     private key's body below its BEGIN line is masked too."""
     if len(lines) < 2 or any("\n" in x for x in lines):
-        return [redact_text(x, ips) for x in lines]
-    out = redact_text("\n".join(lines), ips).split("\n")
-    return out if len(out) == len(lines) else [redact_text(x, ips) for x in lines]
+        return [redact_text(x, ips, keywords) for x in lines]
+    out = redact_text("\n".join(lines), ips, keywords).split("\n")
+    return out if len(out) == len(lines) else [redact_text(x, ips, keywords) for x in lines]
 
 
 def _runs(items: list[dict]) -> Iterable[list[dict]]:
@@ -150,28 +174,28 @@ def _runs(items: list[dict]) -> Iterable[list[dict]]:
         yield run
 
 
-def _walk(value: Any, ips: bool) -> Any:
+def _walk(value: Any, ips: bool, kw: Keywords) -> Any:
     if isinstance(value, str):
-        return redact_text(value, ips)
+        return redact_text(value, ips, kw)
     if isinstance(value, list):
         if value and all(isinstance(v, dict) and isinstance(v.get("text"), str) for v in value):
-            out = [{k: (v if k == "text" else _walk(v, ips)) for k, v in item.items()} for item in value]
+            out = [{k: (v if k == "text" else _walk(v, ips, kw)) for k, v in item.items()} for item in value]
             for run in _runs(out):
-                for item, text in zip(run, redact_lines([x["text"] for x in run], ips), strict=True):
+                for item, text in zip(run, redact_lines([x["text"] for x in run], ips, kw), strict=True):
                     item["text"] = text
             return out
-        return [_walk(v, ips) for v in value]
+        return [_walk(v, ips, kw) for v in value]
     if isinstance(value, tuple):
-        return tuple(_walk(v, ips) for v in value)
+        return tuple(_walk(v, ips, kw) for v in value)
     if isinstance(value, dict):
-        return {k: (MASK if isinstance(k, str) and secret_setting(k, v) else _walk(v, ips)) for k, v in value.items()}
+        return {k: (MASK if isinstance(k, str) and secret_setting(k, v) else _walk(v, ips, kw)) for k, v in value.items()}
     return value
 
 
 def redact_data(value: Any, ips: bool = False) -> Any:
     """Every string in plain data (a model's dump, a JSON event) with secrets masked; a value
     under a key named like a secret (`api_key`, `hf_token`) is masked whatever it looks like."""
-    return _walk(value, ips)
+    return _walk(value, ips, keywords_in(value))
 
 
 def redact_argv(argv: list[str], ips: bool = False) -> list[str]:
@@ -192,7 +216,8 @@ def redact_env(env: dict[str, str], ips: bool = False) -> dict[str, str]:
 
 def redact_report(report: Report, ips: bool = False) -> Report:
     """A copy of `report` with secrets (and, with `ips`, IP addresses) masked everywhere."""
-    out = rebuilt_like(report, _walk(report.model_dump(), ips))
+    data = report.model_dump()
+    out = rebuilt_like(report, _walk(data, ips, keywords_in(data)))
     # a flag and its value are separate items (`--api-key`, `KEY`): masked as a pair
     out.environment.launch_args = redact_argv(report.environment.launch_args, ips)
     out.diagnostics = [redact_text(d, ips) for d in report.diagnostics]
