@@ -380,6 +380,36 @@ def test_redaction_of_each_kind_the_issue_named(tmp_path: Path) -> None:
 
 # --- configuration --------------------------------------------------------------------------
 
+_HOLDS_TRIAGE = [  # every way TOML can spell a tool.triage table
+    '[tool.triage]\nformat = "md"\n',
+    '[ tool . "triage" ] # settings\nformat = "md"\n',
+    '[tool] # all tools\ntriage = { format = "md" }\n',
+    '[tool]\ntriage.format = "md"\n',
+    'tool.triage.format = "md"\n',
+    'tool = { triage = { format = "md" } }\n',
+    '[[tool.triage.catalogue]]\npath = "x"\n',
+    '[tool]\ndoc = """\n[project.scripts]\n"""\ntriage = { format = "md" }\n',
+]
+_MENTIONS_TRIAGE = [  # triage named, no tool.triage table
+    '[project]\nname = "triage"\ndependencies = ["triage>=0.1", "regex"]\n',
+    '[project.scripts]\ntriage = "triage.cli:main"\n[tool.ruff]\nsrc = ["triage"]\n',
+    '[tool.setuptools.packages.find]\ninclude = ["triage*"]\n',
+]
+
+
+@pytest.mark.parametrize("text", _HOLDS_TRIAGE + _MENTIONS_TRIAGE)
+def test_the_pyproject_prefilter_never_skips_a_tool_triage_table(text: str) -> None:
+    from triage.commands.settings import _may_name_triage
+
+    tomllib = pytest.importorskip("tomllib")
+
+    holds = "triage" in tomllib.loads(text).get("tool", {})
+    assert holds == (text in _HOLDS_TRIAGE)
+    assert _may_name_triage(text) or not holds  # no table is ever skipped
+    if text in _MENTIONS_TRIAGE:
+        assert not _may_name_triage(text)  # and the common mentions are not parsed for nothing
+
+
 def test_configuration_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     user = Path(os.environ["XDG_CONFIG_HOME"]) / "triage"
     user.mkdir(parents=True)

@@ -8,7 +8,15 @@ import time
 
 import pytest
 
-from triage.pipeline.redact import MASK, entropy, keywords_in, redact_data, redact_lines, redact_text, secret_setting
+from triage.pipeline.redact import (
+    MASK,
+    entropy,
+    keywords_in,
+    redact_data,
+    redact_lines,
+    redact_text,
+    secret_setting,
+)
 from triage.pipeline.secret_rules import RULES, SecretRule
 
 IDS = [r.id for r in RULES]

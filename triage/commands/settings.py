@@ -65,7 +65,7 @@ def _table(path: Path) -> dict[str, Any] | None:
 
     try:
         text = path.read_text(encoding="utf-8")
-        if path.name == "pyproject.toml" and "triage" not in text:
+        if path.name == "pyproject.toml" and not _may_name_triage(text):
             return None  # no [tool.triage] can be in it: not worth parsing (most projects' pyproject)
         data = tomllib.loads(text)
     except (OSError, UnicodeDecodeError) as e:
@@ -76,6 +76,39 @@ def _table(path: Path) -> dict[str, Any] | None:
         tool = data.get("tool", {})
         return tool.get("triage") if isinstance(tool, dict) and isinstance(tool.get("triage"), dict) else None
     return data
+
+
+def _may_name_triage(text: str) -> bool:
+    """Whether a pyproject.toml can hold a `tool.triage` table, read cheaply: a table header or a
+    key whose full dotted name starts `tool.triage`. Most files that mention triage do so as a
+    value (a dependency) or as another table's key (`[project.scripts] triage = ...`, in
+    triage's own). Anything this reading cannot follow (a multi-line string, an inline table)
+    answers True, and the file is parsed."""
+    if "triage" not in text:
+        return False
+    if '"""' in text or "'''" in text:
+        return True
+    table = ""
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("["):
+            table = _dotted(s.lstrip("[").split("]")[0])
+            if table.startswith("tool.triage"):
+                return True
+            continue
+        at = s.find("triage")
+        if at < 0:
+            continue
+        key, eq, value = s.partition("=")
+        if "triage" in key and _dotted(f"{table}.{key}" if table else key).startswith("tool.triage"):
+            return True
+        if eq and "{" in value[: value.find("triage")]:
+            return True
+    return False
+
+
+def _dotted(name: str) -> str:
+    return "".join(ch for ch in name if ch not in " \t\"'")
 
 
 def find_config(start: Path) -> tuple[Path, dict[str, Any]] | None:
