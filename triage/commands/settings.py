@@ -58,18 +58,18 @@ def user_config() -> Path:
 def _table(path: Path) -> dict[str, Any] | None:
     """The triage settings a file holds, or None when it holds none (a pyproject.toml without
     `[tool.triage]`)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TriageError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    if path.name == "pyproject.toml" and not _may_name_triage(text):
+        return None  # no [tool.triage] can be in it: not worth importing a TOML parser for
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
         import tomli as tomllib
-
     try:
-        text = path.read_text(encoding="utf-8")
-        if path.name == "pyproject.toml" and not _may_name_triage(text):
-            return None  # no [tool.triage] can be in it: not worth parsing (most projects' pyproject)
         data = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError) as e:
-        raise TriageError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
     except tomllib.TOMLDecodeError as e:
         raise TriageError(f"{path}: not valid TOML ({e})") from None
     if path.name == "pyproject.toml":
