@@ -524,9 +524,11 @@ def _only(args: list[str]) -> str | None:
 def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
     """Run the CLI on `argv` (default: sys.argv[1:]) and return the exit code: one clear line
     on stderr for any error, never a traceback."""
+    from triage.core import diskcache, recache
     from triage.core.pydantic_plugins import skip_discovery
 
     skip_discovery()  # no pydantic plugin is meant for triage's own models (see that module)
+    recache.use_disk(diskcache.cache_dir())  # the command line keeps compiled patterns (see that module)
     from triage.commands.output import current, use
 
     use()  # each run starts from the default (redacting) Output; a command sets its own options
@@ -570,6 +572,8 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
         code = EXIT_USAGE
     with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()
+    recache.save()
+    recache.use_disk(None)  # what a library caller does after this in the same process is not the CLI's
     return code
 
 

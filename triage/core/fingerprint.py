@@ -11,31 +11,33 @@ from __future__ import annotations
 import hashlib
 import re
 
+from triage.core.recache import re_compile
+
 _MASKS = [
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>"),
-    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
-    (re.compile(r"\b[0-9a-f]{16,}\b"), "<id>"),
-    (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"), "<time>"),
-    (re.compile(r"\b\d\d:\d\d:\d\d(?:\.\d+)?\b"), "<time>"),
+    (re_compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>"),
+    (re_compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
+    (re_compile(r"\b[0-9a-f]{16,}\b"), "<id>"),
+    (re_compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"), "<time>"),
+    (re_compile(r"\b\d\d:\d\d:\d\d(?:\.\d+)?\b"), "<time>"),
     # a file named by its settings (fused MoE configs: .../E=64,N=1408,device_name=NVIDIA_A100.json)
-    (re.compile(r"(?:/[\w.@+-]+)+/[\w.@+-]*=[\w.@+=,-]*"), "<path>"),
-    (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>"),
-    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<ip>"),
-    (re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]"), "<shape>"),
-    (re.compile(r"\((?:\s*\d+\s*,)+\s*\d*\s*\)"), "<shape>"),
-    (re.compile(r"\b(?:TP|DP|PP|EP|rank|Rank|GPU|gpu|cuda:|device )\s?\d+\b"), "<rank>"),
-    (re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?"), "<n>"),
-    (re.compile(r"'[^'\s]{24,}'"), "'<str>'"),
+    (re_compile(r"(?:/[\w.@+-]+)+/[\w.@+-]*=[\w.@+=,-]*"), "<path>"),
+    (re_compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+){2,}/?"), "<path>"),
+    (re_compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<ip>"),
+    (re_compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]"), "<shape>"),
+    (re_compile(r"\((?:\s*\d+\s*,)+\s*\d*\s*\)"), "<shape>"),
+    (re_compile(r"\b(?:TP|DP|PP|EP|rank|Rank|GPU|gpu|cuda:|device )\s?\d+\b"), "<rank>"),
+    (re_compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?"), "<n>"),
+    (re_compile(r"'[^'\s]{24,}'"), "'<str>'"),
 ]
 
-_LIBRARY = re.compile(
+_LIBRARY = re_compile(
     r"(?:^|/)(?:python\d[\d.]*/(?!site-packages|dist-packages)|lib/python[\d.]+/(?!site-packages|dist-packages)[^/]+$|"
     r"torch/(?:nn/modules|utils|_dynamo|_inductor|autograd|_ops|distributed/c10d_logger)|"
     r"torch/(?:_tensor\.py|overrides\.py|_compile\.py|fx/|_library/|_higher_order_ops/|cuda/__init__\.py)|"
     r"(?:starlette|uvicorn|fastapi|anyio|uvloop|click|typer)/|<frozen |"
     r"asyncio|concurrent/futures|threading\.py|multiprocessing|contextlib\.py|functools\.py)"
 )
-_SITE = re.compile(r"^.*?/(?:site-packages|dist-packages)/")
+_SITE = re_compile(r"^.*?/(?:site-packages|dist-packages)/")
 
 
 def mask(message: str) -> str:

@@ -26,9 +26,14 @@ class LazyPattern:
         self._engine = engine  # "re" or "regex"
 
     def compiled(self) -> Any:
-        import importlib
+        if self._engine == "re":
+            from triage.core.recache import re_compile
 
-        c = importlib.import_module(self._engine).compile(self.pattern, self._flags)
+            c: Any = re_compile(self.pattern, self._flags)
+        else:
+            import importlib
+
+            c = importlib.import_module(self._engine).compile(self.pattern, self._flags)
         for name in _BOUND:
             if hasattr(c, name):
                 setattr(self, name, getattr(c, name))

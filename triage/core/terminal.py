@@ -9,9 +9,9 @@ so that the reader sees that something was there. Tab and newline stay.
 
 from __future__ import annotations
 
-import re
+from triage.core.recache import re_compile
 
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+CONTROL = re_compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 REPLACEMENT = "\ufffd"
 
 

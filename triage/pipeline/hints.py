@@ -22,6 +22,7 @@ from pathlib import Path
 from triage.catalogue.flags import FlagIndex, flag_index
 from triage.core.lazyre import lazy
 from triage.core.models import Failure, Workaround
+from triage.core.recache import re_compile
 
 FLAG = lazy(r"(?<![\w-])--[a-z][a-z0-9-]+(?:=[^\s,;)`'\"]+)?")
 SUGGESTS = lazy(
@@ -37,9 +38,9 @@ HAND_KNOWN = [
     ("tgi", "Not enough memory to handle {num_tokens} prefill tokens. You need to decrease `--max-batch-prefill-tokens`",
      "server/text_generation_server/models/flash_causal_lm.py (warmup)"),
 ]
-_FLAG_SLOT = re.compile(r"--[a-z][a-z0-9-]*")
+_FLAG_SLOT = re_compile(r"--[a-z][a-z0-9-]*")
 _TEMPLATE_SLOT = r"\\\{[^}]*\\\}|%[sdfr]|%\\\.\d+f"
-_EXCEPTION_NAME = re.compile(r"^(?:[A-Za-z_][\w.]{0,100}(?:Error|Exception|Warning)): ")
+_EXCEPTION_NAME = re_compile(r"^(?:[A-Za-z_][\w.]{0,100}(?:Error|Exception|Warning)): ")
 MIN_PREFIX = 24  # characters of a known message a cut-off line must keep to be recognised
 # What fills a template's slot ({tp_size}, %s): a value, never a flag or a shell construct. A slot
 # that took any text let "Got tp_size=8 --trust-remote-code --model-path evil/m; please use

@@ -20,18 +20,19 @@ from functools import cache
 from typing import Any
 
 from triage.core.models import Report
+from triage.core.recache import re_compile
 from triage.core.record import rebuilt_like
 from triage.pipeline.secret_rules import IPV4, IPV6, NOT_SECRET_VALUE, RULES, SECRET_WORD, SecretRule
 
 MASK = "[REDACTED]"
 
 # names of settings and flags whose value is masked whatever it looks like
-SECRET_SETTING = re.compile(rf"(?i)(?:^|[_-]){SECRET_WORD}$|passw(?:or)?d|secret")
-_KEY_NAME = re.compile(r"(?i)[_-]?key$")
-_CREDENTIAL_SHAPED = re.compile(r"(?=[A-Za-z0-9_+/-]{0,200}\d)(?=[A-Za-z0-9_+/-]{0,200}[A-Za-z])[A-Za-z0-9_+/-]{16,200}={0,2}")
-_NOT_SECRET = re.compile(NOT_SECRET_VALUE + r"[\s\S]")
-_IPV4, _IPV6 = re.compile(IPV4), re.compile(IPV6)
-_MIXED = re.compile(r"(?=[^\n]{0,300}?[A-Za-z])(?=[^\n]{0,300}?[0-9])")
+SECRET_SETTING = re_compile(rf"(?i)(?:^|[_-]){SECRET_WORD}$|passw(?:or)?d|secret")
+_KEY_NAME = re_compile(r"(?i)[_-]?key$")
+_CREDENTIAL_SHAPED = re_compile(r"(?=[A-Za-z0-9_+/-]{0,200}\d)(?=[A-Za-z0-9_+/-]{0,200}[A-Za-z])[A-Za-z0-9_+/-]{16,200}={0,2}")
+_NOT_SECRET = re_compile(NOT_SECRET_VALUE + r"[\s\S]")
+_IPV4, _IPV6 = re_compile(IPV4), re_compile(IPV6)
+_MIXED = re_compile(r"(?=[^\n]{0,300}?[A-Za-z])(?=[^\n]{0,300}?[0-9])")
 # a continuation line may carry a container runtime's prefix (CRI splits long lines into P/F parts)
 _CONTINUATION = r"[ \t]*\r?\n(?P<gap>[ \t]*(?:\S{1,64} std(?:out|err) [PF] )?)"
 
@@ -41,7 +42,7 @@ _CONTINUATION = r"[ \t]*\r?\n(?P<gap>[ \t]*(?:\S{1,64} std(?:out|err) [PF] )?)"
 # compiling all of them was a fifth of a 10 KB log's run.
 @cache
 def _pattern(rule: SecretRule) -> re.Pattern[str]:
-    return re.compile(rule.regex)
+    return re_compile(rule.regex)
 
 
 @cache
@@ -50,7 +51,7 @@ def _wrap_pattern(rule: SecretRule) -> re.Pattern[str]:
     assert rule.wrap is not None
     w = rule.wrap
     longest = 2 * max(w.lengths)  # room for a made-up or changed length (see _unwrap_mask)
-    return re.compile(rf"(?P<p>{w.prefix})(?P<a>{w.chars}{{0,{longest - 1}}}){_CONTINUATION}"
+    return re_compile(rf"(?P<p>{w.prefix})(?P<a>{w.chars}{{0,{longest - 1}}}){_CONTINUATION}"
                       rf"(?P<b>{w.chars}{{1,{longest}}})(?!{w.chars})")
 
 

@@ -18,17 +18,18 @@ from typing import Any
 
 from triage.core import vocabulary as anchors
 from triage.core.load_summary import LoadSummary
+from triage.core.recache import re_compile
 from triage.core.vocabulary import CONTENT_BYTES, FAILURE_HINTS
 
 # a figure is at most 18 digits: a longer run of digits (a hostile log) is no figure, and int()
 # refuses strings of over 4,300 digits
-_RUNNING_SGL = re.compile(rb"#running-req: (\d{1,18})(?!\d)")
-_RUNNING_VLLM = re.compile(rb"Running: (\d{1,18}) reqs")
-_PREFILL = re.compile(rb"#new-token: (\d{1,18}), #cached-token: (\d{1,18})(?!\d)")
+_RUNNING_SGL = re_compile(rb"#running-req: (\d{1,18})(?!\d)")
+_RUNNING_VLLM = re_compile(rb"Running: (\d{1,18}) reqs")
+_PREFILL = re_compile(rb"#new-token: (\d{1,18}), #cached-token: (\d{1,18})(?!\d)")
 _PREFILL_WORD = b"#new-token: "
-_PREFILL_TAIL = re.compile(rb"(\d{1,18}), #cached-token: (\d{1,18})(?!\d)")  # _PREFILL after _PREFILL_WORD
+_PREFILL_TAIL = re_compile(rb"(\d{1,18}), #cached-token: (\d{1,18})(?!\d)")  # _PREFILL after _PREFILL_WORD
 _RUNNING_WORD = b"#running-req: "
-_VLLM_HIT = re.compile(rb"Prefix cache hit rate: (\d{1,3}(?:\.\d{1,6})?)%")
+_VLLM_HIT = re_compile(rb"Prefix cache hit rate: (\d{1,3}(?:\.\d{1,6})?)%")
 _LOAD_WORDS = [w.encode() for w in anchors.LOAD]
 GATE_LEN, GATE_MIN = 14, 6
 SAMPLE_BYTES, SAMPLE_SLICES = 64 * 1024, 32  # what the gates are chosen on
@@ -418,8 +419,8 @@ KEEP_COPIES = 16  # identical windows or lines kept; past that only counted (N r
 LINE_CAP = 32 * 1024  # bytes of a kept line that any stage reads: no regex runs over a megabyte
 MAX_KEPT = 200_000  # kept lines in all; past that the report says the cap was hit
 MAX_KEPT_BYTES = 64 * 1024 * 1024  # and their bytes: 200,000 lines of 32 KiB would be 6 GB
-_DIGITS = re.compile(rb"[0-9]+|0x[0-9a-fA-F]+")
-_INDENTED = re.compile(rb"[^\s:] {4,}\S")
+_DIGITS = re_compile(rb"[0-9]+|0x[0-9a-fA-F]+")
+_INDENTED = re_compile(rb"[^\s:] {4,}\S")
 # a content prefix starts within this many bytes of a line: right after the line's own prefix
 # (timestamp, rank, logger), not quoted later inside a message
 CONTENT_AT = 96

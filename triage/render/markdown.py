@@ -16,15 +16,16 @@ from typing import Protocol
 import jinja2
 
 from triage.core.models import Evidence, Failure, LoadFigures, Report, Workaround
+from triage.core.recache import re_compile
 from triage.core.terminal import printable
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
-_BACKTICKS = re.compile(r"`+")
+_BACKTICKS = re_compile(r"`+")
 # what would start a link, an image or a link reference definition
-_LINKISH = re.compile(r"\]([(\[:])")
+_LINKISH = re_compile(r"\]([(\[:])")
 # an underscore that can open or close emphasis (`__init__` is bold **init**); one between two
 # letters or digits cannot, so `max_model_len` stays as written
-_EMPHASIS_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+_EMPHASIS_UNDERSCORE = re_compile(r"(?<![^\W_])_|_(?![^\W_])")
 MAX_EVIDENCE_LINES = 40
 MAX_EVIDENCE_CHARS = 2000  # per line; the JSON report keeps the line whole (up to the reader's cut)
 
@@ -52,7 +53,7 @@ def _clip(text: str, n: int) -> str:
     return s if len(s) <= n else s[: n - 1].rstrip() + "…"
 
 
-_PROSE_KEEP = re.compile(r"(`+).*?\1|<https?://[^\s<>]+>", re.S)  # code spans and autolinks stay as written
+_PROSE_KEEP = re_compile(r"(`+).*?\1|<https?://[^\s<>]+>", re.S)  # code spans and autolinks stay as written
 
 
 def prose(text: object) -> str:

@@ -14,23 +14,24 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from triage.core.recache import re_compile
 from triage.pipeline.parse.lines import LogLine
 
 _STARTS = [
-    ("sglang", "repr", re.compile(r"server_args=ServerArgs\(")),
-    ("sglang", "dict", re.compile(r"server_args=\{")),
-    ("vllm", "repr", re.compile(r"args: Namespace\(")),
-    ("vllm", "dict", re.compile(r"non-default args: \{")),
-    ("vllm", "kv", re.compile(r"Initializing (?:an|a V1) LLM engine(?: \(v(?P<ver>[^)]+)\))? with config: ")),
+    ("sglang", "repr", re_compile(r"server_args=ServerArgs\(")),
+    ("sglang", "dict", re_compile(r"server_args=\{")),
+    ("vllm", "repr", re_compile(r"args: Namespace\(")),
+    ("vllm", "dict", re_compile(r"non-default args: \{")),
+    ("vllm", "kv", re_compile(r"Initializing (?:an|a V1) LLM engine(?: \(v(?P<ver>[^)]+)\))? with config: ")),
 ]
 _CLOSE = {"(": ")", "{": "}", "[": "]"}
 _ANY_VERSION = [
-    ("vllm", re.compile(r"vLLM (?:API )?server version (?P<v>\d+\.\d+[\w.+-]*)")),
-    ("vllm", re.compile(r"LLM engine \(v(?P<v>\d+\.\d+[\w.+-]*)\)")),
-    ("vllm", re.compile(r"vllm[-=](?P<v>\d+\.\d+\.\d+[\w.+]*)")),
-    ("vllm", re.compile(r"^\s*version (?P<v>\d+\.\d+\.\d+[\w.+]*)\s*$")),
-    ("sglang", re.compile(r"sglang(?:==|-|_)(?P<v>\d+\.\d+\.\d+(?:\.post\d+|rc\d+|\.dev\d+)*)")),
-    ("sglang", re.compile(r"[Ss][Gg][Ll]ang (?:version|v)\s?(?P<v>\d+\.\d+\.\d+(?:\.post\d+)*)")),
+    ("vllm", re_compile(r"vLLM (?:API )?server version (?P<v>\d+\.\d+[\w.+-]*)")),
+    ("vllm", re_compile(r"LLM engine \(v(?P<v>\d+\.\d+[\w.+-]*)\)")),
+    ("vllm", re_compile(r"vllm[-=](?P<v>\d+\.\d+\.\d+[\w.+]*)")),
+    ("vllm", re_compile(r"^\s*version (?P<v>\d+\.\d+\.\d+[\w.+]*)\s*$")),
+    ("sglang", re_compile(r"sglang(?:==|-|_)(?P<v>\d+\.\d+\.\d+(?:\.post\d+|rc\d+|\.dev\d+)*)")),
+    ("sglang", re_compile(r"[Ss][Gg][Ll]ang (?:version|v)\s?(?P<v>\d+\.\d+\.\d+(?:\.post\d+)*)")),
 ]
 
 
@@ -185,7 +186,7 @@ def _join_wrapped(lines: list[LogLine], i: int, start: int) -> tuple[str, int]:
     return text, j
 
 
-_LAUNCH = re.compile(
+_LAUNCH = re_compile(
     r"(?P<cmd>(?:python3?(?:\.\d+)? -m (?:sglang\.launch_server|vllm\.entrypoints\.openai\.api_server)|sglang serve|vllm serve)"
     r"(?: +[^\s|;&<>]+){1,400})\s*$"
 )

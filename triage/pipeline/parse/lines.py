@@ -10,53 +10,55 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|(?<![\w\]])\[(?:\d{1,3};)*\d{1,3}m")
+from triage.core.recache import re_compile
+
+ANSI = re_compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|(?<![\w\]])\[(?:\d{1,3};)*\d{1,3}m")
 
 _WRAPPERS = [
     # Kubernetes / containerd: 2025-01-01T00:00:00.123+08:00 stdout F
-    re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? (?:stdout|stderr) [FP] "),
+    re_compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? (?:stdout|stderr) [FP] "),
     # docker logs --timestamps: RFC3339 stamp then a space
-    re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z (?=\S)(?!\s*(?:INFO|WARN|ERROR|DEBUG|TRACE)\b)"),
+    re_compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z (?=\S)(?!\s*(?:INFO|WARN|ERROR|DEBUG|TRACE)\b)"),
     # docker compose: service-1  |
-    re.compile(r"[\w.-]+-\d+\s+\| "),
+    re_compile(r"[\w.-]+-\d+\s+\| "),
     # Buildkite / generic pipe gutter, and the box-drawing gutter of rich consoles
-    re.compile(r"\s{0,4}[|│┃] (?=\S)"),
+    re_compile(r"\s{0,4}[|│┃] (?=\S)"),
     # CI timestampers and log shippers: [2025-11-06T02:10:00.702Z] msg
-    re.compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\] ?"),
+    re_compile(r"\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\] ?"),
     # syslog / journald: Apr  3 17:38:57 host prog[123]: msg
-    re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./@-]+(?:\[\d+\])?: "),
+    re_compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./@-]+(?:\[\d+\])?: "),
 ]
 # cloud log viewers put the severity and an RFC 3339 stamp first: ERROR 2026-06-15T14:10:59.39Z msg
-_CLOUD = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL|DEFAULT) \d{4}-\d\d-\d\dT[\d:.]+Z? "
+_CLOUD = re_compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL|DEFAULT) \d{4}-\d\d-\d\dT[\d:.]+Z? "
                        r"(?:\[[\w.]+: [^\]]{0,80}\] )*")
 
 # Ray / vLLM process prefixes: (VllmWorker rank=0 pid=123), (EngineCore_DP0 pid=4), (SGLangEngine pid=9, ip=1.2.3.4)
-_PROC = re.compile(
+_PROC = re_compile(
     r"\((?P<proc>[A-Za-z_][\w]*)(?: rank=(?P<rank>\d+))? pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)\s?"
 )
 # torch: [rank0]: and the c10d glog tail [rank0]:[E219 12:14:43.351647859 ProcessGroupNCCL.cpp:1595]
-_TORCH_RANK = re.compile(r"\[rank(?P<rank>\d+)\]:(?:\[[EWIF]\d{3,4} [\d:.]+ [\w.]+:\d+\] ?)?")
+_TORCH_RANK = re_compile(r"\[rank(?P<rank>\d+)\]:(?:\[[EWIF]\d{3,4} [\d:.]+ [\w.]+:\d+\] ?)?")
 # vLLM: INFO 05-12 10:11:12 [file.py:123] msg   (<=0.7: INFO 05-12 10:11:12 file.py:123] msg)
-_VLLM = re.compile(
+_VLLM = re_compile(
     r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? "
     r"\[?(?P<src>[\w./-]+\.py:\d+)\] ?"
 )
 # SGLang: [2025-06-24 22:26:45 DP15 TP15] msg, [12:00:00 TP0], [TP5 EP5], [2025-06-24 22:26:45.123]
-_SGL = re.compile(
+_SGL = re_compile(
     r"\[(?P<ts>(?:\d{4}-\d\d-\d\d |\d\d-\d\d )?\d\d:\d\d:\d\d(?:\.\d+)?)?"
     r"(?P<ranks>(?:\s?(?:DP|PP|TP|EP|ATTN_CP|MOE_DP)\d+)*)\] ?"
 )
-_SGL_GPU = re.compile(r"\[gpu_id=(?P<gpu>\d+)\] ?")
+_SGL_GPU = re_compile(r"\[gpu_id=(?P<gpu>\d+)\] ?")
 # glog (Triton, c10d): I0110 21:30:54.920681 60 server.cc:592]
-_GLOG = re.compile(r"(?P<level>[IWEF])\d{4} (?P<ts>\d\d:\d\d:\d\d\.\d+)\s+\d+ [\w.]+:\d+\] ?")
+_GLOG = re_compile(r"(?P<level>[IWEF])\d{4} (?P<ts>\d\d:\d\d:\d\d\.\d+)\s+\d+ [\w.]+:\d+\] ?")
 # Rust tracing (TGI): 2024-03-06T17:53:22.335714Z  INFO shard-manager: ...
-_TRACING = re.compile(
+_TRACING = re_compile(
     r"(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)\s+(?P<level>TRACE|DEBUG|INFO|WARN|ERROR) "
 )
-_UVICORN = re.compile(r"(?P<level>INFO|WARNING|ERROR|DEBUG):\s{2,}")
+_UVICORN = re_compile(r"(?P<level>INFO|WARNING|ERROR|DEBUG):\s{2,}")
 # Python logging's common formats (LMDeploy, Triton's Python models, many wrappers):
 # 2024-07-08 10:00:00,123 - lmdeploy - ERROR - engine.py:123 - msg   /   2024-07-08 10:00:00 ERROR msg
-_PYLOG = re.compile(
+_PYLOG = re_compile(
     r"(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d+)?)\s+(?:-\s+[\w.]+\s+-\s+)?"
     r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?:\s+\d+)?(?:\s+\[?[\w./-]+\.py:\d+\])?"
     r"\s*(?:-\s+(?:[\w./-]+:\d+\s+-\s+)?|:\s+|\s|$)"
@@ -82,10 +84,10 @@ class LogLine:
 # What pasting a log into an issue, a chat or a ticket adds around it: code fences and stray
 # backticks, Markdown bold, collapsible-section tags, quote markers. Removed here, once, so that
 # every later stage sees the log as the server wrote it; line numbers are the original ones.
-_PASTE_FENCE = re.compile(r"^\s*```(?:[\w+-]+\s*$)?|```\s*$")
-_PASTE_TAGS = re.compile(r"</?(?:details|summary|pre|code|br|p)\b[^>]{0,80}>", re.I)
-_PASTE_BOLD = re.compile(r"(?:^|(?<=\s))\*\*(?=[^\s*])(.{1,400}?)(?<=[^\s*])\*\*(?=\s|$|[:.,;])")
-_PASTE_QUOTE = re.compile(r"^(?:>[ \t]?)+")
+_PASTE_FENCE = re_compile(r"^\s*```(?:[\w+-]+\s*$)?|```\s*$")
+_PASTE_TAGS = re_compile(r"</?(?:details|summary|pre|code|br|p)\b[^>]{0,80}>", re.I)
+_PASTE_BOLD = re_compile(r"(?:^|(?<=\s))\*\*(?=[^\s*])(.{1,400}?)(?<=[^\s*])\*\*(?=\s|$|[:.,;])")
+_PASTE_QUOTE = re_compile(r"^(?:>[ \t]?)+")
 
 
 def clean(raw: str) -> str:
@@ -195,9 +197,9 @@ def parse_line(no: int, raw: str) -> LogLine:
 
 # -- hard-wrapped pastes -------------------------------------------------------------------------
 
-_FRAME_START = re.compile(r'^\s*File "[^"]*$')
-_FRAME_DONE = re.compile(r'^\s*File "[^"]+", line \d+')
-_CONTINUES = re.compile(r'^[^\s\[(<>|]\S*')  # a wrapped tail starts mid-word, not with a prefix
+_FRAME_START = re_compile(r'^\s*File "[^"]*$')
+_FRAME_DONE = re_compile(r'^\s*File "[^"]+", line \d+')
+_CONTINUES = re_compile(r'^[^\s\[(<>|]\S*')  # a wrapped tail starts mid-word, not with a prefix
 WRAP_MIN = 60
 
 

@@ -9,9 +9,8 @@ last substantive event, or it struck before the server was ever ready.
 
 from __future__ import annotations
 
-import re
-
 from triage.core.models import Failure
+from triage.core.recache import re_compile
 from triage.pipeline.parse import timeline
 from triage.pipeline.parse.lines import LogLine
 
@@ -19,15 +18,15 @@ from triage.pipeline.parse.lines import LogLine
 ALWAYS_FATAL = frozenset({"nccl", "cuda", "segfault", "cxx", "watchdog", "oom-kill", "sigquit",
                           "engine-fatal", "shard"})
 # exceptions that say the engine is gone, even when an HTTP handler is the one that prints them
-ENGINE_DEAD = re.compile(r"EngineDead|DeadError|EngineCore(?:Dead|Error)|SchedulerDead|ShardCannotStart")
+ENGINE_DEAD = re_compile(r"EngineDead|DeadError|EngineCore(?:Dead|Error)|SchedulerDead|ShardCannotStart")
 # what a handler prints when one request failed and the server answers the next
-REQUEST_WORDS = re.compile(
+REQUEST_WORDS = re_compile(
     r"Exception in ASGI application|Error in (?:chat completion|completion|request|generate|preprocessing|"
     r"streaming)|serving_chat\.py|serving_completion\.py|serving_engine\.py|\b(?:400|422) Bad Request|"
     r"BadRequestError|Abort request|Error handling request"
 )
 # the milestones' own ready lines, and the lines other servers print once they accept requests
-READY = re.compile(timeline.READY.pattern + r"|Uvicorn running on|Started server process|Server listening on|"
+READY = re_compile(timeline.READY.pattern + r"|Uvicorn running on|Started server process|Server listening on|"
                    r"Connected to the engine|GRPCInferenceService at")
 SERVING_GAP = 2  # lines of the failure's own aftermath (a blank, a prompt) that do not count as serving
 
@@ -91,7 +90,7 @@ def _causes_of_death(failures: list[Failure], last_serving: int) -> None:
                 break
 
 
-_DEATH = re.compile(r"Killed|sigquit|SIGQUIT|died|dead|exit(?:ed)? (?:with )?(?:code|status) [1-9-]|"
+_DEATH = re_compile(r"Killed|sigquit|SIGQUIT|died|dead|exit(?:ed)? (?:with )?(?:code|status) [1-9-]|"
                        r"core dumped|Aborted|terminat")
 
 

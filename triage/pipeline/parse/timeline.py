@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from triage.core.models import Evidence, LoadFigures, PhaseSpan, Timeline
+from triage.core.recache import re_compile
 from triage.pipeline.parse.lines import LogLine
 
-WEIGHTS = re.compile(r"Load weight end|Loading weights took|Model loading took")
-GRAPH_BEGIN = re.compile(r"Capture (?:cuda graph|\w+ \w+ CUDA graph|piecewise CUDA graph) begin|Capturing CUDA graphs?|Capturing cudagraphs|Capturing the model for CUDA graphs")
-GRAPH_END = re.compile(r"Capture cuda graph end|CUDA graph end\.|Graph capturing finished")
-READY = re.compile(r"The server is fired up and ready to roll|Application startup complete")
+WEIGHTS = re_compile(r"Load weight end|Loading weights took|Model loading took")
+GRAPH_BEGIN = re_compile(r"Capture (?:cuda graph|\w+ \w+ CUDA graph|piecewise CUDA graph) begin|Capturing CUDA graphs?|Capturing cudagraphs|Capturing the model for CUDA graphs")
+GRAPH_END = re_compile(r"Capture cuda graph end|CUDA graph end\.|Graph capturing finished")
+READY = re_compile(r"The server is fired up and ready to roll|Application startup complete")
 FIRED_UP = "The server is fired up and ready to roll"
-KV_TOKENS = re.compile(r"KV Cache is allocated\.?.*?#tokens: (\d{1,18})(?!\d)|GPU KV cache size: (\d[\d,]{0,23}) tokens"
+KV_TOKENS = re_compile(r"KV Cache is allocated\.?.*?#tokens: (\d{1,18})(?!\d)|GPU KV cache size: (\d[\d,]{0,23}) tokens"
                        r"|max_total_num_tokens=(\d{1,18})(?!\d)")
-LOADING = re.compile(r"Load weight begin|Init torch distributed begin|Starting to load model|Loading model weights|Loading safetensors")
+LOADING = re_compile(r"Load weight begin|Init torch distributed begin|Starting to load model|Loading model weights|Loading safetensors")
 
 _INT = r"(\d{1,18})(?!\d)"  # a longer run of digits is no figure (and int() refuses 4,300)
 _FLOAT = r"(\d{1,18}(?:\.\d{1,18})?)(?![\d.])"  # "1.2.3" is none either
 _NUM = {
-    "running": re.compile(rf"#running-req: {_INT}|Running: {_INT} reqs"),
-    "queued": re.compile(rf"#queue-req: {_INT}|(?:Waiting|Pending): {_INT} reqs"),
-    "token_usage": re.compile(rf"token usage: {_FLOAT}|GPU KV cache usage: {_FLOAT}%"),
-    "throughput": re.compile(rf"gen throughput \(token/s\): {_FLOAT}|Avg generation throughput: {_FLOAT}"),
+    "running": re_compile(rf"#running-req: {_INT}|Running: {_INT} reqs"),
+    "queued": re_compile(rf"#queue-req: {_INT}|(?:Waiting|Pending): {_INT} reqs"),
+    "token_usage": re_compile(rf"token usage: {_FLOAT}|GPU KV cache usage: {_FLOAT}%"),
+    "throughput": re_compile(rf"gen throughput \(token/s\): {_FLOAT}|Avg generation throughput: {_FLOAT}"),
 }
-_GRAPH = re.compile(r"cuda graph: (True|False)")
+_GRAPH = re_compile(r"cuda graph: (True|False)")
 
 
 # The phases a server goes through, in order. One machine for `analyze` (after the fact) and
