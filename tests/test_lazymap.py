@@ -38,3 +38,34 @@ def test_take_keeps_an_entry_unmade_only_for_the_same_maker():
     assert other._items["x"] == 10 and src._items["x"] == 10  # made once, kept by both
     other.take({"y": 5}, "y")
     assert other["y"] == 5
+
+
+def test_a_pickled_map_keeps_pending_values_pending_and_makes_them_after():
+    import pickle
+
+    m: LazyMap[str] = LazyMap(str.upper)
+    m.later("a", "made later")
+    m["b"] = "given"
+    m.later("c", "also later")
+    assert m["c"] == "ALSO LATER"
+    back = pickle.loads(pickle.dumps(m))
+    assert back._items["a"] is _LATER and list(back) == ["a", "b", "c"]
+    assert dict(back) == {"a": "MADE LATER", "b": "given", "c": "ALSO LATER"}
+
+
+def test_a_cached_catalogue_pickles_with_its_entries_unbuilt(tmp_path, monkeypatch):
+    import pickle
+
+    from triage.catalogue import load
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
+    fresh = load.load_catalogue()
+    load.load_catalogue(cache=True)
+    load._READ.clear()
+    cached = load.load_catalogue(cache=True)
+    assert all(v is _LATER for v in cached.workarounds._items.values())
+    back = pickle.loads(pickle.dumps(cached))
+    wid, sid = "sglang-disable-radix-cache", "sglang-nsa-page-table-1-flattened"
+    assert back.workarounds[wid] == fresh.workarounds[wid]
+    assert back.signatures[sid].spec == fresh.signatures[sid].spec

@@ -739,14 +739,41 @@ def _cache_env(tmp_path: Path) -> dict[str, str]:
     return {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "TRIAGE_NO_CACHE": ""}
 
 
+def _cache_doc(path: Path) -> dict:
+    """A cache file (JSON Lines: header, index, one spec per line) as one document."""
+    from triage.catalogue.cache import index
+
+    found = index(path.read_bytes())
+    assert found is not None, "not a cache file this triage wrote"
+    doc, base = found
+    data = path.read_bytes()[base:]
+    return {"signatures": [{"path": p, "spec": json.loads(data[a:b])} for p, _, _, _, a, b in doc["signatures"]],
+            "workarounds": [{"path": p, "spec": json.loads(data[a:b])} for p, _, a, b in doc["workarounds"]]}
+
+
+def _edit_specs(path: Path, edit) -> None:  # noqa: ANN001
+    """Change each spec line in place with `edit(kind, spec)`, as a hand edit would: the header's digest is left as it was."""
+    head, index_line, *specs = path.read_bytes().split(b"\n")
+    n = len(json.loads(index_line)["signatures"])
+    out = []
+    for i, line in enumerate(specs):
+        if line:
+            spec = json.loads(line)
+            edit("signature" if i < n else "workaround", spec)
+            line = json.dumps(spec).encode()
+        out.append(line)
+    path.write_bytes(b"\n".join([head, index_line, *out]))
+
+
 def test_cache_is_json_rebuilt_into_the_same_catalogue(tmp_path, log, monkeypatch):
     from triage.catalogue.load import load_catalogue
 
     env = _cache_env(tmp_path)
     cli("analyze", str(log), env=env, ok=(1,))
     files = list((tmp_path / "xdg" / "triage").glob("catalogue-*"))
-    assert len(files) == 1 and files[0].suffix == ".json"
-    doc = json.loads(files[0].read_text())
+    assert len(files) == 1 and files[0].suffix == ".jsonl"
+    assert all(json.loads(line) for line in files[0].read_text().splitlines())  # every line is JSON
+    doc = _cache_doc(files[0])
     assert doc["signatures"] and doc["workarounds"]
     monkeypatch.setenv("XDG_CACHE_HOME", env["XDG_CACHE_HOME"])
     monkeypatch.delenv("TRIAGE_NO_CACHE", raising=False)
@@ -771,32 +798,34 @@ def test_a_planted_pickle_never_runs(tmp_path, log):
         def __reduce__(self):  # noqa: ANN204
             return (os.system, (f"touch {marker}",))
 
-    cached = next(d.glob("*.json"))
+    cached = next(d.glob("catalogue-*.jsonl"))
     evil = pickle.dumps(Boom())
     cached.with_suffix(".pickle").write_bytes(evil)
-    cached.write_bytes(evil)  # the JSON name holds a pickle: a miss, rebuilt from YAML
+    cached.write_bytes(evil)  # the cache's name holds a pickle: a miss, rebuilt from YAML
     p = cli("analyze", str(log), "--format", "json", env=env, ok=(1,))
     assert first_exception(p) == "ZeroDivisionError"
     assert not marker.exists()
     assert not list(d.glob("*.pickle"))
-    assert json.loads(cached.read_text())["signatures"]  # rewritten as JSON
+    assert _cache_doc(cached)["signatures"]  # rewritten as JSON
 
 
 @pytest.mark.parametrize("edit", ["confidence", "pattern", "verbose-pattern"])
 def test_edited_cache_is_a_miss_not_a_crash(tmp_path, log, edit):
     env = _cache_env(tmp_path)
     cli("analyze", str(log), env=env, ok=(1,))
-    cached = next((tmp_path / "xdg" / "triage").glob("*.json"))
-    doc = json.loads(cached.read_text())
-    if edit == "confidence":
-        doc["signatures"][0]["spec"]["confidence"] = "very"  # fails validation
-    elif edit == "pattern":
-        for s in doc["signatures"]:
-            s["spec"]["patterns"] = ["((((a{100}){100}){100}){100})"]
-    else:  # one only regex's own parser sees the size of: checked in full when it is compiled
-        for s in doc["signatures"]:
-            s["spec"]["patterns"] = ["(?x)((((a{100}) {100}) {100}) {100})"]
-    cached.write_text(json.dumps(doc))
+    cached = next((tmp_path / "xdg" / "triage").glob("catalogue-*.jsonl"))
+
+    def change(kind: str, spec: dict) -> None:
+        if kind != "signature":
+            return
+        if edit == "confidence":
+            spec["confidence"] = "very"  # fails validation
+        elif edit == "pattern":
+            spec["patterns"] = ["((((a{100}){100}){100}){100})"]
+        else:  # one only regex's own parser sees the size of: checked in full when it is compiled
+            spec["patterns"] = ["(?x)((((a{100}) {100}) {100}) {100})"]
+
+    _edit_specs(cached, change)
     # the catastrophic patterns under a 2 GB cap, in a child: compiling one would exhaust memory
     p = cli("analyze", str(log), "--format", "json", env=env, ok=(1,), limit_as=2 << 30 if edit == "pattern" else None)
     assert first_exception(p) == "ZeroDivisionError"
@@ -867,7 +896,7 @@ def test_an_extra_catalogue_is_cached_on_its_own(tmp_path, log, monkeypatch):
     assert both.dirs == [*builtin.dirs, str(extra)]
     assert load.load_catalogue([str(extra)], cache=True).signatures.keys() == both.signatures.keys()
     assert read == [[extra]]  # and the extra one from its own, the second time
-    assert len(list((tmp_path / "xdg" / "triage").glob("catalogue-*.json"))) == 2
+    assert len(list((tmp_path / "xdg" / "triage").glob("catalogue-*.jsonl"))) == 2
 
 
 def test_a_process_reads_a_cache_file_once_until_it_changes(tmp_path, monkeypatch):
@@ -890,11 +919,11 @@ def test_a_process_reads_a_cache_file_once_until_it_changes(tmp_path, monkeypatc
     again = load.load_catalogue(cache=True)
     assert reads == [] and again.signatures.keys() == first.signatures.keys()
     assert again.signatures is not first.signatures  # a catalogue of its own, entries shared
-    cached = next((tmp_path / "xdg" / "triage").glob("catalogue-*.json"))
+    cached = next((tmp_path / "xdg" / "triage").glob("catalogue-*.jsonl"))
     cached.write_text("{}")  # edited: a miss, rebuilt from the YAML
     assert load.load_catalogue(cache=True).signatures.keys() == first.signatures.keys()
     assert reads == [cached]
-    assert json.loads(cached.read_text())["signatures"]
+    assert _cache_doc(cached)["signatures"]
 
 
 def test_cache_is_pruned(tmp_path, log):
@@ -904,13 +933,14 @@ def test_cache_is_pruned(tmp_path, log):
     d = tmp_path / "xdg" / "triage"
     d.mkdir(parents=True, mode=0o700)
     for i in range(KEEP + 5):
-        old = d / f"catalogue-old{i}.json"
+        old = d / f"catalogue-old{i}.jsonl"
         old.write_text("{}")
         os.utime(old, (1_000_000 + i, 1_000_000 + i))
+    (d / "catalogue-0123456789abcdef01234567.json").write_text("{}")  # an earlier version's file
     cli("analyze", str(log), env=env, ok=(1,))
-    left = sorted(f.name for f in d.glob("catalogue-*.json"))
-    assert len(left) == KEEP
-    assert "catalogue-old0.json" not in left
+    left = sorted(f.name for f in d.glob("catalogue-*"))
+    assert len(left) == KEEP and all(f.endswith(".jsonl") for f in left)
+    assert "catalogue-old0.jsonl" not in left
 
 
 def test_cache_opt_out_and_library_write_nothing(tmp_path, log):

@@ -45,16 +45,19 @@ class Signature:
     whose keywords the log holds."""
 
     def __init__(self, spec: SignatureSpec | None, path: str, compiled: list[regex.Pattern[str]] | None = None,
-                 *, dump: dict[str, Any] | None = None, build: Callable[[dict[str, Any]], SignatureSpec] | None = None) -> None:
+                 *, head: tuple[Any, Any, Any] | None = None, dump: Any = None,  # noqa: ANN401
+                 build: Callable[[Any], SignatureSpec] | None = None) -> None:
+        """From its spec; or, from the cache, from its `head` (id, keywords, workaround ids)
+        and a `dump` that `build(dump)` turns into the spec when it is first used."""
         self.path = path
         self._spec, self._compiled = spec, compiled
         self._dump, self._build = dump, build
         if spec is not None:
             self.id, self.keywords, self.workaround_ids = spec.id, spec.keywords, spec.workarounds
-        elif dump is not None and build is not None:
-            self.id, self.keywords, self.workaround_ids = str(dump["id"]), _strings(dump["keywords"]), _strings(dump["workarounds"])
+        elif head is not None and dump is not None and build is not None:
+            self.id, self.keywords, self.workaround_ids = str(head[0]), _strings(head[1]), _strings(head[2])
         else:
-            raise TypeError("a Signature needs its spec, or its dump and how to build it")
+            raise TypeError("a Signature needs its spec, or its head, dump and how to build it")
 
     @property
     def spec(self) -> SignatureSpec:
@@ -313,7 +316,7 @@ def load_catalogue(extra: list[str] | None = None, builtin: bool = True, strict_
 
     With `cache` (the command line's choice; the library's default is off, so that it writes
     nothing the caller did not ask for) each directory's validated entries are kept on disk as
-    JSON (triage/catalogue/cache.py), one file per directory: an on-call run does not re-parse
+    JSON Lines (triage/catalogue/cache.py), one file per directory: an on-call run does not re-parse
     400 YAML files, and editing one's own `--catalogue DIR` re-reads only that directory."""
     roots: list[Path] = list(builtin_dirs()) if builtin else []
     for d in extra or []:

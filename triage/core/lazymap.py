@@ -41,6 +41,19 @@ class LazyMap(MutableMapping[str, V], Generic[V]):
                 return
         self[key] = other[key]
 
+    # pickled (a catalogue sent to another process) with its pending values still pending: the
+    # marker of a pending value is this process's own object, so it is not pickled itself
+    def __getstate__(self) -> dict[str, Any]:
+        return {"make": self._make, "items": [(k, v is _LATER, self._args[k] if v is _LATER else v)
+                                              for k, v in self._items.items()]}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._make, self._items, self._args = state["make"], {}, {}
+        for key, pending, value in state["items"]:
+            self._items[key] = _LATER if pending else value
+            if pending:
+                self._args[key] = value
+
     def __getitem__(self, key: str) -> V:
         v = self._items[key]
         if v is _LATER:
