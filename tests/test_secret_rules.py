@@ -9,9 +9,10 @@ import time
 import pytest
 
 from triage.pipeline.redact import (
+    EVERY_RULE,
     MASK,
     entropy,
-    keywords_in,
+    gate_for,
     redact_data,
     redact_lines,
     redact_text,
@@ -38,14 +39,36 @@ def test_rule_masks_its_example(rule: SecretRule):
 
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
-def test_a_report_wide_keyword_pass_keeps_every_rule_a_string_needs(rule: SecretRule):
-    # redact_data checks each string only for the keywords found anywhere in the data
+def test_a_report_wide_gate_calls_each_string_for_the_rules_it_needs(rule: SecretRule):
+    # redact_data finds the keywords once in all of the data's strings joined (redact.Gate)
     line = rule.example.format(s=rule.secret)
-    data = {"failures": [{"message": "RuntimeError: boom", "lines": [line]}], "n": 3}
-    kw = keywords_in(data)
-    assert RULES.index(rule) in {i for _, i in kw}
+    data = {"failures": [{"message": "RuntimeError: boom", "lines": ["x", line, line.upper()]}], "n": 3}
+    gate = gate_for(data)
+    assert RULES.index(rule) in gate.rules(line) and RULES.index(rule) in {i for _, i in gate.keywords}
+    assert gate.rules(line) == EVERY_RULE.rules(line) and gate.rules(line.upper()) == EVERY_RULE.rules(line.upper())
+    assert gate.rules("RuntimeError: boom") == set() == gate.rules("x")
     assert rule.secret not in str(redact_data(data))
-    assert keywords_in({"message": "RuntimeError: boom", "n": [1, 2.5, None]}) == ()
+    assert gate_for({"message": "RuntimeError: boom", "n": [1, 2.5, None]}).keywords == ()
+
+
+def test_the_gate_answers_as_every_rule_does_for_each_string_of_a_report():
+    from pathlib import Path
+
+    from triage.catalogue.load import load_catalogue
+    from triage.pipeline.analyze import Options, analyze_file
+    from triage.pipeline.redact import _strings
+
+    root = Path(__file__).resolve().parents[1]
+    cat = load_catalogue([])
+    for log in sorted((root / "examples").glob("*.log")) + sorted((root / "tests" / "fixtures").glob("*.log")):
+        data = analyze_file(str(log), cat, Options(workers=1)).model_dump()
+        for extra in (["token=abc KEY", "password: hunter2-db"], ["token=abc İstanbul"]):  # lower() lengthens İ
+            data["extra"] = extra
+            gate = gate_for(data)
+            assert bool(gate._known) == (extra[0].isascii())
+            for text in _strings(data, []):
+                assert gate.rules(text) == EVERY_RULE.rules(text), (log.name, text[:80])
+    assert not any("\n" in k for r in RULES for k in r.keywords)  # the joined text's separator
 
 
 @pytest.mark.parametrize("rule", RULES, ids=IDS)
