@@ -13,7 +13,9 @@ both cores, `-j 1`, `--no-hyperscan`) and `rg -c --no-mmap -f benchmarks/pattern
 (the catalogue's own patterns, see export_patterns.py), takes the median wall time of --runs,
 the peak RSS (the largest single process of the tree, from wait4), and prints time, MiB/s,
 RSS, the ratio to rg and the issue's target beside each ratio. `small` is a ~10 KiB log
-timed against the import floor `python -c "import regex, pydantic, jinja2, typer, yaml"`.
+timed against the import floor `python -c "import regex, pydantic, jinja2, typer, yaml"`:
+its "x floor" is the median of each run's time over the floor's in the same round (at least
+20 rounds), which the machine's drift from minute to minute does not move.
 For shapes with a planted crash it checks that failure 1 of `triage analyze --format json`
 is that crash (PASS/FAIL).
 
@@ -367,7 +369,12 @@ def bench_shape(shape: str, a, log: callable, rg: str | None) -> dict:
         elif anchor and c["variant"] not in ("floor", "zcat-rg"):
             row["x_rg"] = r["seconds"] / anchor
         if floor and c["variant"] not in ("floor", "rg"):
-            row["x_floor"] = r["seconds"] / floor
+            # paired: each run against the floor's run of the same round, then the median. The
+            # machine's speed drifts within a minute (the floor's median moved 0.19-0.23 s between
+            # three invocations); a ratio of two medians takes the drift in, a paired one does not
+            floors = res[FLOOR_ROW]["times"]
+            row["x_floor"] = statistics.median(t / f for t, f in zip(r["times"], floors, strict=True))
+            row["x_floor_of_medians"] = r["seconds"] / floor
         row["targets"] = verdicts(shape, c["variant"], row)
         rows.append(row)
     out = {"shape": shape, "log": str(path), "bytes": path.stat().st_size, "mib": size_mib, "runs": runs,
