@@ -130,10 +130,14 @@ class Prefilter:
         (a weighted set cover over first bytes): that count, not the gates' length, sets its speed."""
         freq = Counter(sample)
         memo: dict[bytes, int] = {}
+        # the sample's GATE_MIN-byte slices: a candidate (never shorter) whose first bytes are
+        # not among them is not in the sample, which spares counting it (most are not there:
+        # counting 10,000 candidates over the sample was 0.39 s of every portable scan)
+        grams = {sample[i : i + GATE_MIN] for i in range(len(sample) - GATE_MIN + 1)}
 
         def count(g: bytes) -> int:
             if g not in memo:
-                memo[g] = sample.count(g)
+                memo[g] = sample.count(g) if g[:GATE_MIN] in grams else 0
             return memo[g]
 
         # each word's candidates: its substrings seen least often in the sample
