@@ -139,3 +139,17 @@ def test_every_pattern_a_run_keeps_is_the_one_re_compiles(tmp_path):
         pattern = text.encode("latin-1") if is_bytes else text
         kept = recache._engine(pattern, (flags, array("I", bytes.fromhex(code)).tolist(), groups, gi, tuple(ig)))
         assert _same(kept, re.compile(pattern, given)), text
+
+
+def test_a_kept_entry_the_engine_refuses_is_compiled_the_usual_way(fresh, monkeypatch):
+    # intact file, wrong opcodes (a bug, or an engine that changed without changing MAGIC):
+    # _sre validates what it is given and refuses it; the pattern is then compiled by re
+    p, f = PATTERNS[0]
+    recache.re_compile(p, f)
+    key = (False, p, f)
+    flags, code, groups, gi, ig = recache._table[key]
+    recache._table[key] = (flags, [0xFFFF] * len(code), groups, gi, ig)
+    recache.save()
+    _restart(monkeypatch, fresh)
+    assert _same(recache.re_compile(p, f), re.compile(p, f))
+    assert key not in recache._table  # not kept in memory, so not written back
