@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from triage.core import recache
+from triage.core import diskcache, recache
 
 ROOT = Path(__file__).resolve().parents[1]
 PATTERNS = [(r"(?P<n>\d+) reqs", 0), (r"token usage: (\d+\.\d+)", re.I), (rb"#running-req: (\d{1,18})(?!\d)", 0),
@@ -46,7 +46,7 @@ def _same(a: re.Pattern, b: re.Pattern) -> bool:
 def test_kept_patterns_are_read_back_and_equal_what_re_compiles(fresh, monkeypatch):
     first = [recache.re_compile(p, f) for p, f in PATTERNS]
     recache.save()
-    files = list(fresh.glob("re-*.json"))
+    files = list(fresh.glob("re-*.bin"))
     assert len(files) == 1
     _restart(monkeypatch, fresh)
     built: list[object] = []
@@ -63,7 +63,7 @@ def test_kept_patterns_are_read_back_and_equal_what_re_compiles(fresh, monkeypat
 def test_a_damaged_or_foreign_file_is_a_miss(fresh, monkeypatch):
     recache.re_compile(*PATTERNS[0])
     recache.save()
-    path = next(fresh.glob("re-*.json"))
+    path = next(fresh.glob("re-*.bin"))
     good = path.read_bytes()
     at = good.index(b'"patterns"') + 20
     for bad in (good[:at] + bytes([good[at] ^ 1]) + good[at + 1 :], good[: len(good) // 2], b"not ours"):
@@ -72,13 +72,9 @@ def test_a_damaged_or_foreign_file_is_a_miss(fresh, monkeypatch):
         assert _same(recache.re_compile(*PATTERNS[0]), re.compile(*PATTERNS[0]))
         assert recache._state["dirty"], "the file was not used"
     # intact, but written by another Python build
-    head = len(recache.MAGIC) + 65
-    doc = json.loads(good[head:])
+    doc = json.loads(diskcache.unseal(good, recache.MAGIC))
     doc["python"] = "2.7.18 cpython-27"
-    body = json.dumps(doc).encode()
-    import hashlib
-
-    path.write_bytes(recache.MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    path.write_bytes(diskcache.seal(recache.MAGIC, json.dumps(doc).encode()))
     _restart(monkeypatch, fresh)
     recache.re_compile(*PATTERNS[0])
     assert recache._state["dirty"]
@@ -87,7 +83,7 @@ def test_a_damaged_or_foreign_file_is_a_miss(fresh, monkeypatch):
 def test_a_file_others_can_write_is_not_read(fresh, monkeypatch):
     recache.re_compile(*PATTERNS[0])
     recache.save()
-    path = next(fresh.glob("re-*.json"))
+    path = next(fresh.glob("re-*.bin"))
     os.chmod(path, 0o666)
     _restart(monkeypatch, fresh)
     recache.re_compile(*PATTERNS[0])
@@ -130,8 +126,8 @@ def test_every_pattern_a_run_keeps_is_the_one_re_compiles(tmp_path):
         assert p.returncode in (0, 1), p.stderr
         outs.append(p.stdout)
     assert outs[0] == outs[2]  # the second run of the same log, from kept patterns, says the same
-    path = next((tmp_path / "triage").glob("re-*.json"))
-    rows = json.loads(path.read_bytes()[len(recache.MAGIC) + 65 :])["patterns"]
+    path = next((tmp_path / "triage").glob("re-*.bin"))
+    rows = json.loads(diskcache.unseal(path.read_bytes(), recache.MAGIC))["patterns"]
     assert len(rows) > 50
     from array import array
 

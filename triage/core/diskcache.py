@@ -10,6 +10,7 @@ one. Every failure to read or write is only a miss: the caller rebuilds what it 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -68,6 +69,30 @@ def write_atomic(path: Path, data: bytes) -> bool:
     except OSError:
         return False
     return True
+
+
+def seal(magic: bytes, payload: bytes) -> bytes:
+    """`payload` behind `magic` and its SHA-256: what write_sealed writes."""
+    return magic + hashlib.sha256(payload).digest() + payload
+
+
+def unseal(data: bytes, magic: bytes) -> bytes | None:
+    """The payload of sealed bytes, or None when they are not `magic`'s or fail the digest
+    (damaged, cut short, edited)."""
+    if not data.startswith(magic):
+        return None
+    digest, payload = data[len(magic) : len(magic) + 32], data[len(magic) + 32 :]
+    return payload if hashlib.sha256(payload).digest() == digest else None
+
+
+def read_sealed(path: Path, magic: bytes) -> bytes | None:
+    """The payload of a trusted file that write_sealed wrote with `magic`; None for anything else."""
+    data = read_trusted(path)
+    return None if data is None else unseal(data, magic)
+
+
+def write_sealed(path: Path, magic: bytes, payload: bytes) -> bool:
+    return write_atomic(path, seal(magic, payload))
 
 
 def prune(directory: Path, pattern: str, keep: int, current: Path | None = None) -> None:

@@ -76,20 +76,16 @@ def save() -> None:
     rows = [[k[0], k[1], k[2], e[0], array("I", e[1]).tobytes().hex(), e[2], e[3], list(e[4])]
             for k in keys for e in (_table[k],)]
     body = json.dumps({"python": _build_id(), "patterns": rows}, separators=(",", ":")).encode()
-    if diskcache.write_atomic(path, MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body):
-        diskcache.prune(path.parent, "re-*.json", KEEP, current=path)
+    if diskcache.write_sealed(path, MAGIC, body):
+        diskcache.prune(path.parent, "re-*.bin", KEEP, current=path)
     _state["dirty"] = False
 
 
 def _load() -> None:
     _state["loaded"] = True
-    data = diskcache.read_trusted(_state["path"])
-    if data is None or not data.startswith(MAGIC):
-        return
-    head = len(MAGIC) + 65
-    body = data[head:]
-    if hashlib.sha256(body).hexdigest().encode() != data[len(MAGIC) : head - 1]:
-        return  # damaged, cut short or edited: a miss
+    body = diskcache.read_sealed(_state["path"], MAGIC)
+    if body is None:
+        return  # missing, untrusted, damaged, cut short or edited: a miss
     try:
         doc = json.loads(body)
         if doc.get("python") != _build_id():
@@ -110,7 +106,7 @@ def _build_id() -> str:
 
 
 def _name() -> str:
-    return f"re-{hashlib.sha256(_build_id().encode()).hexdigest()[:16]}.json"
+    return f"re-{hashlib.sha256(_build_id().encode()).hexdigest()[:16]}.bin"
 
 
 def _build(pattern: str | bytes, flags: int) -> Entry:

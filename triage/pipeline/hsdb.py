@@ -55,11 +55,8 @@ def _path(hyperscan: Any, exprs: list[bytes], flags: list[int], cache: Path) -> 
 
 
 def _read(hyperscan: Any, path: Path) -> Any:  # noqa: ANN401
-    data = diskcache.read_trusted(path)  # None when missing, too
-    if data is None or not data.startswith(MAGIC):
-        return None
-    digest, payload = data[len(MAGIC) : len(MAGIC) + 32], data[len(MAGIC) + 32 :]
-    if hashlib.sha256(payload).digest() != digest:
+    payload = diskcache.read_sealed(path, MAGIC)  # None when missing, untrusted or damaged, too
+    if payload is None:
         return None
     try:
         db = hyperscan.loadb(payload, hyperscan.HS_MODE_BLOCK)
@@ -74,5 +71,5 @@ def _write(hyperscan: Any, db: Any, path: Path) -> None:  # noqa: ANN401
         payload = bytes(hyperscan.dumpb(db))
     except Exception:  # noqa: BLE001 - a binding without serialization: only slower next time
         return
-    if diskcache.write_atomic(path, MAGIC + hashlib.sha256(payload).digest() + payload):
+    if diskcache.write_sealed(path, MAGIC, payload):
         diskcache.prune(path.parent, "hs-*.db", KEEP, current=path)
