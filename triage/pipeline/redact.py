@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from functools import cache
@@ -109,27 +108,7 @@ def _unwrap_mask(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
 _KEYWORDS = tuple((k, i) for i, r in enumerate(RULES) for k in r.keywords)
 
 
-class Gate:
-    """Which rules a text calls for (those whose keywords it holds). One made for a piece of
-    plain data (`gate_for`) answers for each of that data's strings from a single pass over all
-    of them, and for any other text (evidence lines redacted together) checks only the keywords
-    of the rules the data holds at all: checking each of a report's ~500 strings for a hundred
-    keywords was most of redacting a small report."""
-
-    def __init__(self, keywords: tuple[tuple[str, int], ...] = _KEYWORDS,
-                 known: dict[str, frozenset[int]] | None = None) -> None:
-        self.keywords = keywords
-        self._known = known or {}
-
-    def rules(self, text: str) -> frozenset[int] | set[int]:
-        known = self._known.get(text)
-        if known is not None:
-            return known
-        low = text.lower()
-        return {i for k, i in self.keywords if k in low}
-
-
-EVERY_RULE = Gate()
+Keywords = tuple[tuple[str, int], ...]
 
 
 def _strings(value: Any, out: list[str]) -> list[str]:
@@ -145,38 +124,28 @@ def _strings(value: Any, out: list[str]) -> list[str]:
     return out
 
 
-def gate_for(value: Any) -> Gate:  # noqa: ANN401 - plain data
-    """The Gate of `value`'s strings: their text joined once, each keyword found in it, each
-    find credited to the string it falls in (no keyword holds a newline, the separator)."""
-    strings = _strings(value, [])
-    joined = "\n".join(strings)
-    low = joined.lower()
+def keywords_in(value: Any) -> Keywords:  # noqa: ANN401 - plain data
+    """The (keyword, rule) pairs of the rules whose keywords occur anywhere in `value`'s strings:
+    one pass over all of them, so that each of a report's ~500 strings is then checked for a
+    handful of keywords, not a hundred (which was most of redacting a small report)."""
+    low = "\n".join(_strings(value, [])).lower()
     present = {i for k, i in _KEYWORDS if k in low}
-    keywords = tuple((k, i) for k, i in _KEYWORDS if i in present)
-    if len(low) != len(joined):  # lower-casing changed a length: the finds would not line up
-        return Gate(keywords)
-    starts, at = [], 0
-    for text in strings:
-        starts.append(at)
-        at += len(text) + 1
-    found: dict[int, set[int]] = {}
-    for k, i in keywords:
-        at = low.find(k)
-        while at >= 0:
-            found.setdefault(bisect_right(starts, at) - 1, set()).add(i)
-            at = low.find(k, at + 1)
-    known: dict[str, frozenset[int]] = dict.fromkeys(strings, frozenset())
-    for j, rules in found.items():
-        known[strings[j]] = known[strings[j]] | rules
-    return Gate(keywords, known)
+    return tuple((k, i) for k, i in _KEYWORDS if i in present)
 
 
-def redact_text(text: str, ips: bool = False, gate: Gate = EVERY_RULE) -> str:
+def rules_for(text: str, keywords: Keywords = _KEYWORDS) -> set[int]:
+    """The rules whose keywords `text` holds, among those of `keywords`."""
+    low = text.lower()
+    return {i for k, i in keywords if k in low}
+
+
+def redact_text(text: str, ips: bool = False, keywords: Keywords = _KEYWORDS) -> str:
     """`text` with every secret the rules know masked; newlines are kept, so a block of lines
-    stays the same number of lines. `gate`: which rules `text` calls for (see Gate)."""
+    stays the same number of lines. `keywords`: a subset of the rules' keywords known to hold
+    every one that `text` contains (keywords_in)."""
     if not text:
         return text
-    hit = gate.rules(text)
+    hit = rules_for(text, keywords)
     if hit:
         if "\n" in text:
             for i in _WRAPPED:
@@ -191,13 +160,13 @@ def redact_text(text: str, ips: bool = False, gate: Gate = EVERY_RULE) -> str:
     return text
 
 
-def redact_lines(lines: list[str], ips: bool = False, gate: Gate = EVERY_RULE) -> list[str]:
+def redact_lines(lines: list[str], ips: bool = False, keywords: Keywords = _KEYWORDS) -> list[str]:
     """Consecutive log lines, redacted together: a token hard-wrapped onto the next line or a
     private key's body below its BEGIN line is masked too."""
     if len(lines) < 2 or any("\n" in x for x in lines):
-        return [redact_text(x, ips, gate) for x in lines]
-    out = redact_text("\n".join(lines), ips, gate).split("\n")
-    return out if len(out) == len(lines) else [redact_text(x, ips, gate) for x in lines]
+        return [redact_text(x, ips, keywords) for x in lines]
+    out = redact_text("\n".join(lines), ips, keywords).split("\n")
+    return out if len(out) == len(lines) else [redact_text(x, ips, keywords) for x in lines]
 
 
 def _runs(items: list[dict]) -> Iterable[list[dict]]:
@@ -213,7 +182,7 @@ def _runs(items: list[dict]) -> Iterable[list[dict]]:
         yield run
 
 
-def _walk(value: Any, ips: bool, kw: Gate) -> Any:
+def _walk(value: Any, ips: bool, kw: Keywords) -> Any:
     if isinstance(value, str):
         return redact_text(value, ips, kw)
     if isinstance(value, list):
@@ -234,7 +203,7 @@ def _walk(value: Any, ips: bool, kw: Gate) -> Any:
 def redact_data(value: Any, ips: bool = False) -> Any:
     """Every string in plain data (a model's dump, a JSON event) with secrets masked; a value
     under a key named like a secret (`api_key`, `hf_token`) is masked whatever it looks like."""
-    return _walk(value, ips, gate_for(value))
+    return _walk(value, ips, keywords_in(value))
 
 
 def redact_argv(argv: list[str], ips: bool = False) -> list[str]:
@@ -256,7 +225,7 @@ def redact_env(env: dict[str, str], ips: bool = False) -> dict[str, str]:
 def redact_report(report: Report, ips: bool = False) -> Report:
     """A copy of `report` with secrets (and, with `ips`, IP addresses) masked everywhere."""
     data = report.model_dump()
-    out = rebuilt_like(report, _walk(data, ips, gate_for(data)))
+    out = rebuilt_like(report, _walk(data, ips, keywords_in(data)))
     # a flag and its value are separate items (`--api-key`, `KEY`): masked as a pair
     out.environment.launch_args = redact_argv(report.environment.launch_args, ips)
     out.diagnostics = [redact_text(d, ips) for d in report.diagnostics]
