@@ -93,20 +93,18 @@ def read_cache(path: Path) -> Catalogue | None:
     from triage.core.lazymap import LazyMap
 
     data = diskcache.read_trusted(path)  # None when missing, too
-    found = index(data) if data is not None else None
-    if data is None or found is None:
+    if data is None or (found := index(data)) is None:
         return None
     doc, base = found
     # a spec stays its line's bytes until first used (bytes, not a view: a catalogue pickles)
-    lines = data[base:]
     try:
         cat = Catalogue(dirs=[str(d) for d in doc["dirs"]], workarounds=LazyMap(_workaround))
         for path_, sid, keywords, wids, a, b in doc["signatures"]:
             # the spec itself is built when first used (load.Signature): most never are
-            sig = Signature(None, str(path_), head=(sid, keywords, wids), dump=lines[a:b], build=_signature)
+            sig = Signature(None, str(path_), head=(sid, keywords, wids), dump=data[base + a : base + b], build=_signature)
             cat.signatures[sig.id] = sig
         for path_, wid, a, b in doc["workarounds"]:
-            cat.workarounds.later(str(wid), lines[a:b])  # built when first looked up
+            cat.workarounds.later(str(wid), data[base + a : base + b])  # built when first looked up
             cat.workaround_paths[str(wid)] = str(path_)
     except (TypeError, ValueError, KeyError):  # an index of another shape is only a miss
         return None
