@@ -17,7 +17,8 @@ timed against the import floor `python -c "import regex, pydantic, jinja2, typer
 its "x floor" is the median of each run's time over the floor's in the same round (at least
 20 rounds), which the machine's drift from minute to minute does not move.
 For shapes with a planted crash it checks that failure 1 of `triage analyze --format json`
-is that crash (PASS/FAIL).
+is that crash (PASS/FAIL). Before and after the shapes it times a fixed `re` scan alone and
+two at once (the machine probe, in the JSON's environment): ratios from a slow minute show.
 
 Shapes: quiet (SGLang, healthy traffic, crash at the end), noisy (the same plus 10,000
 request-level tracebacks per GiB the server survived), long (~1 MB request-echo lines holding
@@ -278,6 +279,40 @@ def tool_versions() -> dict:
             "triage_revision": (rev or "?") + ("+dirty" if dirty else ""), "hyperscan": hs}
 
 
+# A fixed piece of work like the portable scan's (Python's regex engine trying a trie of
+# literals at every byte of 32 MiB of log-like text), run alone and then twice at once: on one
+# day on one machine the same code took 30-45% longer in some runs than in others while rg took
+# only 5-10% longer (docs/performance.md, round 7), so a ratio says little without knowing
+# which kind of minute it was measured in.
+_PROBE = (
+    "import re, sys, time\n"
+    "line = b'[2025-09-14 06:13:51 TP0] Decode batch. #running-req: 5, #token: 21359, token usage: 0.02\\n'\n"
+    "text = line * (32 * 1024 * 1024 // len(line))\n"
+    "rx = re.compile(rb'(?:s(?:glang|ignal 11)|i(?:llegal memory|s not)|c(?:uda error|annot)|Traceback|NCCL)')\n"
+    "while time.time() < float(sys.argv[1]):\n"  # two copies start their timed part together
+    "    pass\n"
+    "t = time.perf_counter(); rx.findall(text); print(time.perf_counter() - t)\n"
+)
+
+
+def _probe_text(p: dict) -> str:
+    return f"alone {p['probe_alone_s']:.3f} s, two at once {p['probe_two_at_once_s']:.3f} s"
+
+
+def machine_probe() -> dict:
+    """Seconds of the probe alone (best of 3) and, the slower of two, with both cores busy."""
+    import time
+
+    def start(at: float):
+        return subprocess.Popen([sys.executable, "-c", _PROBE, str(at)], stdout=subprocess.PIPE, text=True)
+
+    alone = min(float(start(0).communicate()[0]) for _ in range(3))
+    at = time.time() + 1.0
+    pair = [start(at), start(at)]
+    both = max(float(p.communicate()[0]) for p in pair)
+    return {"probe_alone_s": round(alone, 3), "probe_two_at_once_s": round(both, 3)}
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="quiet,noisy,long,vllm,small",
@@ -476,11 +511,13 @@ def main(argv=None) -> int:
     if rg is None:
         log("warning: ripgrep (rg) not on PATH: no ratios to rg (apt-get install ripgrep)")
     env_info = tool_versions()
+    env_info["machine_before"] = machine_probe()
     n_patterns = sum(1 for ln in a.patterns.read_text().splitlines() if ln)
     if not a.json:
         print(f"triage {env_info['triage_revision']} | {env_info['cpus']} CPUs {env_info['machine']} | Python "
               f"{env_info['python']} | {env_info['rg']} | hyperscan {'yes' if env_info['hyperscan'] else 'NO'} | "
               f"{n_patterns} rg patterns ({a.patterns.name} in {a.patterns.parent.name}) | cache {a.cache_dir}")
+        print(f"machine probe (16 MiB through re, seconds): {_probe_text(env_info['machine_before'])}")
     warm_up(log)
     results = []
     for shape in a.shapes:
@@ -489,12 +526,14 @@ def main(argv=None) -> int:
         if not a.json:
             print_shape(s, a.size_mb)
     items = summary(results)
+    env_info["machine_after"] = machine_probe()
     if a.json:
         json.dump({"environment": env_info, "rg_patterns": n_patterns, "size_mb": a.size_mb, "runs": a.runs,
                    "shapes": {s["shape"]: s for s in results}, "targets": items}, sys.stdout, indent=1, default=list)
         print()
     else:
         print_summary(items, a.size_mb)
+        print(f"machine probe after the shapes: {_probe_text(env_info['machine_after'])}")
     failed = [s["shape"] for s in results if s.get("check", {}).get("status") == "FAIL" and s["check"].get("required")]
     return 1 if failed else 0
 

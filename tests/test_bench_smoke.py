@@ -160,3 +160,11 @@ def test_fleet_benchmark_prints_logs_per_second_for_both_runners(tmp_path):
     assert out["local_pool"]["logs_per_s"] > 0
     if ray:
         assert out["ray"]["logs_per_s"] > 0 and out["ray"]["same_leaderboard"] is True
+
+
+def test_machine_probe_reports_both_timings() -> None:
+    """The benchmark records how fast the machine was (alone, and with both cores busy) so that
+    runs from different minutes can be told apart; no threshold, the figures only have to exist."""
+    probe = load("bench_scan").machine_probe()
+    assert set(probe) == {"probe_alone_s", "probe_two_at_once_s"}
+    assert all(isinstance(v, float) and 0 < v < 60 for v in probe.values())
