@@ -301,8 +301,6 @@ def _probe_text(p: dict) -> str:
 
 def machine_probe() -> dict:
     """Seconds of the probe alone (best of 3) and, the slower of two, with both cores busy."""
-    import time
-
     def start(at: float):
         return subprocess.Popen([sys.executable, "-c", _PROBE, str(at)], stdout=subprocess.PIPE, text=True)
 
@@ -517,7 +515,7 @@ def main(argv=None) -> int:
         print(f"triage {env_info['triage_revision']} | {env_info['cpus']} CPUs {env_info['machine']} | Python "
               f"{env_info['python']} | {env_info['rg']} | hyperscan {'yes' if env_info['hyperscan'] else 'NO'} | "
               f"{n_patterns} rg patterns ({a.patterns.name} in {a.patterns.parent.name}) | cache {a.cache_dir}")
-        print(f"machine probe (16 MiB through re, seconds): {_probe_text(env_info['machine_before'])}")
+        print(f"machine probe (32 MiB through re): {_probe_text(env_info['machine_before'])}")
     warm_up(log)
     results = []
     for shape in a.shapes:
