@@ -42,6 +42,7 @@ STAGES = {  # pipeline module -> its position in the run
     "triage.pipeline.read": 0,
     "triage.pipeline.scan": 1,
     "triage.pipeline.hsdb": 1,  # the scan's compiled keyword database, kept on disk
+    "triage.pipeline.prefill": 1,  # the prefix cache's window: summed by the scan, or read back
     "triage.pipeline.parse": 2,  # its modules import each other: one stage
     "triage.pipeline.match": 3,
     "triage.pipeline.hints": 4,

@@ -79,7 +79,7 @@ def test_probe_edge_values(catalogue, text):
 
 def test_guard_fires_on_every_value_over_the_window_and_no_other():
     db = hyperscan.Database()
-    db.compile(expressions=probe_expressions(100, 327)[1:2], ids=[0], elements=1, flags=[0])
+    db.compile(expressions=probe_expressions(100, 327)[0:1], ids=[0], elements=1, flags=[0])
 
     def fires(text: bytes) -> bool:
         fired: list[tuple] = []

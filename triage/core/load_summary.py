@@ -16,10 +16,13 @@ class LoadSummary:
     cached_tokens: int = 0
     prefill_lines: int = 0
     vllm_hit_rates: list[float] = field(default_factory=list)
+    # >0: the prefill figures are those of the window of this many bytes before the failure
+    # (pipeline/prefill.py), which began after the log's start; 0: the whole log up to it
+    prefill_window: int = 0
 
     def copy(self) -> LoadSummary:
         return LoadSummary(self.peak_running, self.peak_line, self.new_tokens, self.cached_tokens,
-                           self.prefill_lines, list(self.vllm_hit_rates))
+                           self.prefill_lines, list(self.vllm_hit_rates), self.prefill_window)
 
     def prefix_hit(self) -> tuple[int, int, float] | None:
         """(cached tokens, prompt tokens, hit rate in %) from the prefill lines, or None when

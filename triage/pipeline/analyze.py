@@ -9,6 +9,7 @@ from typing import BinaryIO, cast
 
 from triage.catalogue.load import Catalogue, load_catalogue
 from triage.core import vocabulary
+from triage.core.errors import TriageError
 from triage.core.load_summary import LoadSummary
 from triage.core.models import Evidence, Failure, LoadFigures, Report, Timeline
 from triage.pipeline.hints import hints_for
@@ -80,7 +81,9 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
         decoded = not isinstance(fh, (io.BufferedReader, io.FileIO))
         # a Prefetch reads like the binary file it wraps (read, readinto)
         src = cast(BinaryIO, Prefetch(fh)) if decoded else fh
-        return scan(progress.wrap(iter_spans(src, name=path)), pf)
+        # a regular file is read back for the prefix cache's window (pipeline/prefill.py)
+        source = (path, size) if plain and size is not None else None
+        return scan(progress.wrap(iter_spans(src, name=path)), pf, source=source)
 
 
 def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | None = None) -> Report:
@@ -122,7 +125,7 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     messages = {no: ln.message for no, ln in by_no.items()}
     for f in report.failures:
         f.hints = hints_for(f, env.engine, env.version, messages)
-    load = _load_at_crash(res, report.failures)
+    load = _load_at_crash(res, report.failures, report.diagnostics)
     report.timeline = _timeline(res, lines, by_no, report.failures, load)
     for x in report.findings:
         x.source = name
@@ -187,19 +190,37 @@ def _count_repeats(res: ScanResult, failures: list[Failure], headers: dict[int, 
             f.last_line = max(f.last_line or 0, more[1])
 
 
-def _load_at_crash(res: ScanResult, failures: list[Failure]) -> LoadSummary:
+def _load_at_crash(res: ScanResult, failures: list[Failure], diagnostics: list[str]) -> LoadSummary:
     """The load the server was under when it died (up to the last failure-looking line the scan
     kept figures for within the crash), else over the whole log. A noisy log's first failure is
-    a request error millions of lines before the crash: its figures would be the start-up's."""
+    a request error millions of lines before the crash: its figures would be the start-up's.
+    The prefix cache's tokens are those of the window before that line (pipeline/prefill.py)."""
     fatal = next((f for f in failures if f.fatal), None)
-    if fatal is None:
-        return res.load
-    end = max(fatal.end_line or fatal.line, fatal.line)
-    if not res.load_at:
-        return res.load
-    # the last figures within the crash, else those at the first failure-looking line
-    at = max((a for a in res.load_at if a <= end), default=min(res.load_at))
-    return res.load_at[at]
+    at: int | None = None
+    if fatal is not None and res.load_at:
+        end = max(fatal.end_line or fatal.line, fatal.line)
+        # the last figures within the crash, else those at the first failure-looking line
+        at = max((a for a in res.load_at if a <= end), default=min(res.load_at))
+    load = res.load if at is None else res.load_at[at]
+    if res.prefill_source is None:
+        return load  # a stream: the scan summed the window itself
+    from triage.pipeline import prefill
+    from triage.pipeline.read import iter_spans
+
+    path, size = res.prefill_source
+    load = load.copy()
+    try:
+        if res.total_bytes == size and (at is None or at in res.anchor_offsets):
+            tokens = prefill.read_back(path, res.total_bytes if at is None else res.anchor_offsets[at])
+        else:  # a line over MAX_LINE was cut: the scan's offsets are not the file's
+            with open(path, "rb") as fh:
+                tokens = prefill.restream(iter_spans(fh, name=path, limit=size), at)
+    except (OSError, TriageError) as e:
+        why = getattr(e, "strerror", None) or e
+        diagnostics.append(f"the prefix cache's figures were not read back from {path}: {why}")
+        return load
+    prefill.apply(load, tokens)
+    return load
 
 
 def _timeline(res: ScanResult, lines: list, by_no: dict, failures: list[Failure], load: LoadSummary) -> Timeline:
@@ -229,6 +250,8 @@ def _timeline(res: ScanResult, lines: list, by_no: dict, failures: list[Failure]
     if hit is not None:
         cached, total, rate = hit
         timeline.prefix_cache = {"cached_tokens": float(cached), "prompt_tokens": float(total), "hit_rate": round(rate, 2)}
+        if load.prefill_window:  # only the window before the crash was counted (pipeline/prefill.py)
+            timeline.prefix_cache["window_mib"] = round(load.prefill_window / (1 << 20), 3)
     return timeline
 
 

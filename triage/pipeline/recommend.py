@@ -19,6 +19,7 @@ from triage.core.load_summary import LoadSummary
 from triage.core.models import Environment, Finding, Report, Workaround
 from triage.core.shellwords import split_command
 from triage.pipeline.match import PATTERN_TIMEOUT
+from triage.pipeline.prefill import size_text
 
 LAUNCH = {"sglang": "python -m sglang.launch_server", "vllm": "vllm serve"}
 # settings printed in the config that are not launch flags (or are positional)
@@ -107,10 +108,12 @@ def _measured_cost(w: WorkaroundSpec, load: LoadSummary | None, env: Environment
         hit = load.prefix_hit()
         if hit is not None:
             cached, total, rate = hit
+            lines = (f"the prefill lines of the last {size_text(load.prefill_window)} of log before the failure"
+                     if load.prefill_window else "this log's prefill lines")
             if rate < 2:
-                return (f"this log's prefill lines reused {rate:.1f}% of prompt tokens "
+                return (f"{lines} reused {rate:.1f}% of prompt tokens "
                         f"({cached:,} of {total:,}): disabling the prefix cache costs almost nothing here")
-            return (f"this log's prefill lines reused {rate:.1f}% of prompt tokens ({cached:,} of {total:,}): "
+            return (f"{lines} reused {rate:.1f}% of prompt tokens ({cached:,} of {total:,}): "
                     f"that much prefill work will be recomputed")
         if load.vllm_hit_rates:
             rate = max(load.vllm_hit_rates)

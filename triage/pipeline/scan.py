@@ -20,14 +20,12 @@ from triage.core import vocabulary as anchors
 from triage.core.load_summary import LoadSummary
 from triage.core.recache import re_compile
 from triage.core.vocabulary import CONTENT_BYTES, FAILURE_HINTS
+from triage.pipeline.prefill import Ring, apply
 
 # a figure is at most 18 digits: a longer run of digits (a hostile log) is no figure, and int()
 # refuses strings of over 4,300 digits
 _RUNNING_SGL = re_compile(rb"#running-req: (\d{1,18})(?!\d)")
 _RUNNING_VLLM = re_compile(rb"Running: (\d{1,18}) reqs")
-_PREFILL = re_compile(rb"#new-token: (\d{1,18}), #cached-token: (\d{1,18})(?!\d)")
-_PREFILL_WORD = b"#new-token: "
-_PREFILL_TAIL = re_compile(rb"(\d{1,18}), #cached-token: (\d{1,18})(?!\d)")  # _PREFILL after _PREFILL_WORD
 _RUNNING_WORD = b"#running-req: "
 _VLLM_HIT = re_compile(rb"Prefix cache hit rate: (\d{1,3}(?:\.\d{1,6})?)%")
 _LOAD_WORDS = [w.encode() for w in anchors.LOAD]
@@ -51,6 +49,10 @@ class ScanResult:
     # the load up to a failure-looking line: the first of the log (its lowest key), and the
     # first after a chunk's last load line (where a crash that stopped the server is)
     load_at: dict[int, LoadSummary] = field(default_factory=dict)
+    anchor_offsets: dict[int, int] = field(default_factory=dict)  # load_at's lines -> their byte offsets
+    # (path, size) of the regular file scanned: the prefix cache's tokens are read back from it
+    # for the failure the analysis picks (prefill.read_back); None: the scan summed them (a stream)
+    prefill_source: tuple[str, int] | None = None
     engine_used: str = "re"
     scanner_note: str | None = None  # Prefilter.note
     keyword_lines: set[int] = field(default_factory=set)  # lines holding a catalogue keyword
@@ -68,13 +70,11 @@ class ScanResult:
 
 @dataclass
 class LoadProbe:
-    """What the Hyperscan pass itself saw of a chunk's SGLang load lines, so that the load
-    figures need no pass of their own (see load_window): the end offset of every
-    `#new-token: `, of the first `#running-req: <v>` for each v of the window, and of the
-    first value over it (-1: none)."""
+    """What the Hyperscan pass itself saw of a chunk's SGLang load lines, so that the peak
+    needs no pass of its own (see load_window): the end offset of the first
+    `#running-req: <v>` for each v of the window, and of the first value over it (-1: none)."""
 
     lo: int
-    prefill_ends: list[int] = field(default_factory=list)
     first: dict[int, int] = field(default_factory=dict)
     above: int = -1
 
@@ -107,7 +107,7 @@ class Prefilter:
                 if window is not None:
                     probe = probe_expressions(*window)
                     exprs += probe
-                    flags += [0] + [hyperscan.HS_FLAG_SINGLEMATCH] * (len(probe) - 1)
+                    flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(probe)
                 # a window's values change with each big log: its databases are not worth keeping
                 self._hs = database(hyperscan, exprs, flags, cache if window is None else None)
                 self.engine = "hyperscan"
@@ -187,14 +187,12 @@ class Prefilter:
                 def on_match(wid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
                     out.append((to, wid))
             else:
-                ends, first, base = probe.prefill_ends, probe.first, probe.lo - nw - 2
+                first, base = probe.first, probe.lo - nw - 1
 
                 def on_match(wid: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
                     if wid < nw:
                         out.append((to, wid))
                     elif wid == nw:
-                        ends.append(to)
-                    elif wid == nw + 1:
                         probe.above = to
                     else:
                         first[wid + base] = to
@@ -267,9 +265,9 @@ PROBE_SAMPLES, PROBE_SAMPLE_BYTES = 64, 64 * 1024
 
 
 def probe_expressions(lo: int, hi: int) -> list[bytes]:
-    """The load probe's Hyperscan expressions, in the id order hits_and_load expects: every
-    `#new-token: `, then (each reported once) any `#running-req:` value over `hi` or written
-    with a leading zero, then each value of [lo, hi].
+    """The load probe's Hyperscan expressions, in the id order hits_and_load expects, each
+    reported once: any `#running-req:` value over `hi` or written with a leading zero, then
+    each value of [lo, hi].
 
     A window literal has no terminator, so `#running-req: 72` also fires on 720. That is safe:
     while the guard stays silent every value is at most hi, and a value that starts with the
@@ -282,7 +280,7 @@ def probe_expressions(lo: int, hi: int) -> list[bytes]:
             rest = len(digits) - i - 1
             over.append(digits[:i] + b"[%c-9]" % (d + 1) + (b"[0-9]{%d}" % rest if rest else b""))
     head = re.escape(_RUNNING_WORD)
-    return ([re.escape(_PREFILL_WORD), head + b"(?:" + b"|".join(over) + b")"]
+    return ([head + b"(?:" + b"|".join(over) + b")"]
             + [head + b"%d" % v for v in range(lo, hi + 1)])
 
 
@@ -323,29 +321,11 @@ def _summarise(buf: bytes | bytearray, n: int, summary: LoadSummary, first_line:
         _peak(summary, buf, n, _RUNNING_VLLM, b"Running: %d reqs", first_line)
         summary.vllm_hit_rates.extend(float(x) for x in _VLLM_HIT.findall(buf, 0, n)[-1:])
         return lo
+    # the prefix cache's tokens are not summed here: see pipeline/prefill.py
     if probe is not None:
         _peak_probed(summary, buf, n, probe, first_line)
-        # each `#new-token: ` opens at most one _PREFILL match, and none can hold another; a
-        # plain loop: half a million lines per GiB, where a list of pairs and zip cost 0.14 s
-        tail = _PREFILL_TAIL.match
-        new = cached = lines = 0
-        for t in probe.prefill_ends:
-            m = tail(buf, t, n)
-            if m is not None:
-                new += int(m[1])
-                cached += int(m[2])
-                lines += 1
-        summary.new_tokens += new
-        summary.cached_tokens += cached
-        summary.prefill_lines += lines
-        return lo
-    _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
-    pairs = _PREFILL.findall(buf, 0, n)
-    if pairs:
-        news, cacheds = zip(*pairs, strict=True)
-        summary.new_tokens += sum(map(int, news))
-        summary.cached_tokens += sum(map(int, cacheds))
-        summary.prefill_lines += len(pairs)
+    else:
+        _peak(summary, buf, n, _RUNNING_SGL, b"#running-req: %d", first_line)
     return lo
 
 
@@ -551,12 +531,18 @@ class _Keeper:
 
 
 def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
-         overflow: Iterable[bytes | tuple[bytearray, int]] | None = None) -> ScanResult:
+         overflow: Iterable[bytes | tuple[bytearray, int]] | None = None, *,
+         base: int = 0, source: tuple[str, int] | None = None) -> ScanResult:
     """One pass over `chunks` (bytes, or (buffer, n) spans from read.iter_spans).
     `overflow` (data after a byte range) only completes windows that the range's last lines
     opened; it is not scanned itself. Given, this is a range's scan that merge() will fold, so
-    the keeper also notes the lines of each copy it keeps (ScanResult.copies)."""
-    res = ScanResult(engine_used=prefilter.engine, scanner_note=prefilter.note)
+    the keeper also notes the lines of each copy it keeps (ScanResult.copies).
+
+    `base`: the byte offset of the first chunk in the log. `source`: (path, size) when the
+    chunks are the bytes of that regular file, which can be read again: the prefix cache's
+    tokens are then left to prefill.read_back; otherwise a prefill.Ring sums them here."""
+    res = ScanResult(engine_used=prefilter.engine, scanner_note=prefilter.note, prefill_source=source)
+    ring = Ring() if source is None else None
     keeper = _Keeper(res, copies=overflow is not None)
     window_words = [(w.encode(), n) for w, n in anchors.WINDOW.items()]
     line_no = 1  # number of the first line of the current chunk
@@ -565,7 +551,10 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
     failure_seen = False
     flags = prefilter.flagged
     for buf, n in _spans(chunks):
+        at = base + res.total_bytes  # the chunk's offset in the log
         res.total_bytes += n
+        if ring is not None:
+            ring.feed(buf, n, at)
         starts: set[int] = set()
         flagged_starts: set[int] = set()
         start, stop = -1, -1  # the line of the previous hit: hits come in offset order
@@ -613,6 +602,7 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                 h in raw for h in FAILURE_HINTS)
             if failing and after_load < 0 and start > last_lo:
                 after_load = no
+                res.anchor_offsets.setdefault(no, at + start)
             if failing and chunk_failure_off < 0:
                 chunk_failure_off = start
                 res.failure_anchors.append(no)
@@ -628,6 +618,9 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
                     before = res.load.copy()
                     _summarise(buf, start, before, line_no, probe=probe)
                     res.load_at[no] = before
+                    res.anchor_offsets.setdefault(no, at + start)
+                    if ring is not None:
+                        apply(before, ring.window(at + start))
             if any(raw.find(c, 0, CONTENT_AT) >= 0 for c in CONTENT_BYTES):
                 continue  # a request's content (right after the line's prefix): user text, not the server's
             if start < consumed and last_w is not None:
@@ -657,6 +650,8 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
         lo = _summarise(buf, n, res.load, line_no, lo=last_lo, probe=probe)
         if after_load >= 0 and after_load not in res.load_at:
             res.load_at[after_load] = res.load.copy()
+            if ring is not None:
+                apply(res.load_at[after_load], ring.window(res.anchor_offsets[after_load]))
             if res.failure_anchors[-1] != after_load:  # not the chunk's first one, just appended
                 res.failure_anchors.append(after_load)
         if lo >= 0:
@@ -675,6 +670,8 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
             line_no += 1  # the last line had no newline
         res.total_lines = line_no - 1
     res.final_load = prev_load
+    if ring is not None:
+        apply(res.load, ring.window(base + res.total_bytes))
     if open_w is not None:
         if overflow is not None:
             no = line_no - 1
@@ -737,10 +734,14 @@ def scan_range(path: str, start: int, end: int, prefilter: Prefilter, counter: A
                     counter.value += span[1]
             yield span
 
+    import os
+
     with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
         fh.seek(start)
         chunks = counted(iter_spans(fh, name=path, limit=end - start))
-        res = scan(chunks, prefilter, overflow=iter_chunks(fh, name=path, limit=4 * 1024 * 1024))
+        res = scan(chunks, prefilter, overflow=iter_chunks(fh, name=path, limit=4 * 1024 * 1024),
+                   base=start, source=(path, size))
     return res
 
 
@@ -790,6 +791,7 @@ def _shift(res: ScanResult, by: int) -> None:
     if res.walked_to:
         res.walked_to += by
     res.load_at = {a + by: v for a, v in res.load_at.items()}
+    res.anchor_offsets = {a + by: o for a, o in res.anchor_offsets.items()}
     for summary in (res.load, *res.load_at.values()):
         if summary.peak_line is not None:
             summary.peak_line += by
@@ -829,7 +831,8 @@ def _fold_copies(out: ScanResult, res: ScanResult, reach: int) -> set[int]:
 
 def merge(parts: list[ScanResult]) -> ScanResult:
     """Results of consecutive byte ranges -> the result of one pass over the whole."""
-    out = ScanResult(engine_used=parts[0].engine_used, scanner_note=parts[0].scanner_note)
+    out = ScanResult(engine_used=parts[0].engine_used, scanner_note=parts[0].scanner_note,
+                     prefill_source=parts[0].prefill_source)
     offset = reach = 0
     for res in parts:
         _shift(res, offset)
@@ -849,6 +852,8 @@ def merge(parts: list[ScanResult]) -> ScanResult:
         out.failure_anchors += res.failure_anchors
         for a, upto in res.load_at.items():  # a range's figures start at its first byte
             out.load_at.setdefault(a, _add(out.load, upto))
+        for a, o in res.anchor_offsets.items():
+            out.anchor_offsets.setdefault(a, o)
         out.load = _add(out.load, res.load)
         if res.final_load is not None:
             out.final_load = res.final_load

@@ -11,7 +11,9 @@ def hit_rate(report: Report | None) -> str | None:
     pc = report.timeline.prefix_cache if report is not None else None
     if not pc:
         return None
-    return f"{pc['hit_rate']:.1f}% ({int(pc['cached_tokens']):,} of {int(pc['prompt_tokens']):,} prompt tokens from the cache)"
+    where = f", in the last {pc['window_mib']:g} MiB of log" if "window_mib" in pc else ""
+    return (f"{pc['hit_rate']:.1f}% ({int(pc['cached_tokens']):,} of {int(pc['prompt_tokens']):,} prompt tokens "
+            f"from the cache{where})")
 
 
 def throughput(report: Report | None) -> str | None:
