@@ -56,7 +56,9 @@ def _reference(data: bytes, end: int) -> prefill.Tokens:
     return out
 
 
-def test_ring_and_read_back_count_the_lines_of_the_window(log, small_window):
+@pytest.mark.parametrize("block", [60, 997, 1 << 20])  # read-back blocks: shorter than a figure, cutting them
+def test_ring_and_read_back_count_the_lines_of_the_window(log, small_window, monkeypatch, block):
+    monkeypatch.setattr(prefill, "READ_BLOCK", block)
     data = log.read_bytes()
     starts = [0] + [i + 1 for i in range(len(data)) if data[i] == 10][:-1]
     ends = sorted(random.Random(5).sample(starts, 25)) + [len(data)]
@@ -183,3 +185,14 @@ def test_ring_lets_go_of_lines_no_window_reaches(small_window):
     assert len(ring._offsets) <= (WINDOW + len(block)) // len(line) + 1
     w = ring.window(at)
     assert w.lines == WINDOW // len(line) and (w.new, w.cached) == (10 * w.lines, 30 * w.lines)
+
+
+def test_retry_summary_names_the_window():
+    from triage.commands.retry.summary import hit_rate
+    from triage.core.models import Report, Timeline
+
+    cache = {"cached_tokens": 75.0, "prompt_tokens": 100.0, "hit_rate": 75.0}
+    whole = Report(source="a.log", timeline=Timeline(prefix_cache=dict(cache)))
+    assert hit_rate(whole) == "75.0% (75 of 100 prompt tokens from the cache)"
+    cut = Report(source="a.log", timeline=Timeline(prefix_cache={**cache, "window_mib": 32.0}))
+    assert hit_rate(cut) == "75.0% (75 of 100 prompt tokens from the cache, in the last 32 MiB of log)"

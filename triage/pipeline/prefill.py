@@ -22,7 +22,8 @@ from triage.core.load_summary import LoadSummary
 from triage.core.recache import re_compile
 
 WINDOW_BYTES = 32 * 1024 * 1024
-READ_BLOCK = 4 * 1024 * 1024
+READ_BLOCK = 1024 * 1024
+SPAN = 96  # longer than any _PREFILL match and the byte its lookahead reads
 # a figure is at most 18 digits (int() refuses over 4,300; a hostile log may hold more)
 _PREFILL = re_compile(rb"#new-token: (\d{1,18}), #cached-token: (\d{1,18})(?!\d)")
 
@@ -48,33 +49,35 @@ def size_text(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{max(1, n >> 10)} KiB"
 
 
-def _sums(data: bytes | bytearray, n: int, out: Tokens) -> None:
-    pairs = _PREFILL.findall(data, 0, n)
-    if pairs:
-        news, cacheds = zip(*pairs, strict=True)
-        out.new += sum(map(int, news))
-        out.cached += sum(map(int, cacheds))
-        out.lines += len(pairs)
-
-
 def read_back(path: str, end: int) -> Tokens:
     """The window before byte `end` of a regular file whose bytes are those the scan read.
-    Raises OSError when the file cannot be read any more."""
+    Raises OSError when the file cannot be read any more.
+
+    One small buffer, read into again and again: the window costs no more memory than a block,
+    whatever the lines. A figure is at most SPAN bytes long, so a block's matches are counted
+    up to SPAN bytes before its end and the rest is carried to the next block."""
     lo = max(0, end - WINDOW_BYTES)
     out = Tokens(window=WINDOW_BYTES if lo > 0 else 0)
-    with open(path, "rb") as fh:
+    buf = bytearray(READ_BLOCK + SPAN)
+    keep, pos = 0, lo
+    finditer = _PREFILL.finditer
+    with open(path, "rb") as fh, memoryview(buf) as mv:
         fh.seek(lo)
-        pos, carry = lo, b""
         while pos < end:
-            block = fh.read(min(READ_BLOCK, end - pos))
-            if not block:
+            got = fh.readinto(mv[keep : keep + min(READ_BLOCK, end - pos)])
+            if not got:
                 break
-            pos += len(block)
-            data = carry + block
-            # no prefill figure spans a newline: a block is summed up to its last one
-            cut = data.rfind(b"\n") + 1 if pos < end else len(data)
-            _sums(data, cut, out)
-            carry = data[cut:]
+            pos += got
+            n = keep + got
+            upto = n if pos >= end else max(0, n - SPAN)  # a match from here on may go on in the next block
+            for m in finditer(buf, 0, n):
+                if m.start() >= upto:
+                    break
+                out.new += int(m[1])
+                out.cached += int(m[2])
+                out.lines += 1
+            keep = n - upto
+            buf[:keep] = buf[upto:n]
     return out
 
 
