@@ -10,8 +10,9 @@ load line before a failure anchor is kept. Nothing else of the log is decoded.
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,10 @@ _RUNNING_WORD = b"#running-req: "
 _VLLM_HIT = re_compile(rb"Prefix cache hit rate: (\d{1,3}(?:\.\d{1,6})?)%")
 _LOAD_WORDS = [w.encode() for w in anchors.LOAD]
 GATE_LEN, GATE_MIN = 14, 6
+# the portable engine's costs, in ns per byte of log (CPython 3.11 on x86-64, measured): a `re`
+# pass for patterns that all open with one literal byte, the attempt it makes at each such
+# byte, and one turn of a Python loop over bytes.find (memchr) hits after the memchr pass itself
+PASS_NS, ATTEMPT_NS, STEP_NS, MEMCHR_NS = 0.27, 28.0, 230.0, 0.02
 SAMPLE_BYTES, SAMPLE_SLICES = 64 * 1024, 32  # what the gates are chosen on
 # HTTP access lines of uvicorn / the engines' own loggers for an answered request
 SERVING_WORD = b'" 200 '  # the end of `"POST /v1/... HTTP/1.1" 200 OK`, whatever the HTTP version
@@ -118,17 +123,29 @@ class Prefilter:
                 self.note = f"Hyperscan could not compile the keywords ({e}); using the portable scanner"
         self._bwords = [w.encode() for w in self.words]
         self._wid = {w: i for i, w in enumerate(self._bwords)}
-        self._gate_rx: re.Pattern[bytes] | None = None
+        self._plan: list[Gates] | None = None
         self._all_rx: re.Pattern[bytes] | None = None
         self._flag_rx: re.Pattern[bytes] | None = None
 
-    def _gates(self, sample: bytes) -> re.Pattern[bytes]:
+    def _gate_plans(self, sample: bytes) -> list[list[Gates]]:
         """The portable engine's prefilter: for each word a substring ("gate") of it that is
-        rare in a sample of this very log, as one trie regex; a line that holds a gate is then
-        checked for the real words. Python's regex engine tries a match at every byte that can
-        open a gate, so the gates are chosen to open with as few, and as rare, bytes as possible
-        (a weighted set cover over first bytes): that count, not the gates' length, sets its speed."""
+        rare in a sample of this very log; a line that holds a gate is then checked for the
+        real words. Python's regex engine tries a match at every byte that can open a gate, so
+        the gates are chosen to open with as few, and as rare, bytes as possible: a weighted
+        set cover of the words by first bytes (the greedy one). That, not the gates' length,
+        sets the engine's speed.
+
+        Two plans, and the one faster on the first chunk is kept: all gates in one trie regex
+        (each byte tested against the set of first bytes), or one trie per first byte, each
+        found on its own, its bytes weighted by what finding them costs (PASS_NS ...
+        MEMCHR_NS): a literal first byte is found ten times faster than a byte of a set, and
+        a byte rarer than about one in a thousand faster still by bytes.find. Which is faster
+        depends on how many common bytes the words need, on the lines (the one regex passes
+        over the rest of a line once it found a gate there: a megabyte line costs one hit)
+        and on the machine, so it is measured, not modelled: the sample is too small and too
+        cut to show the long lines."""
         freq = Counter(sample)
+        size = max(1, len(sample))
         memo: dict[bytes, int] = {}
         # the sample's GATE_MIN-byte slices: a candidate (never shorter) whose first bytes are
         # not among them is not in the sample, which spares counting it (most are not there:
@@ -149,19 +166,23 @@ class Prefilter:
             subs = [b[i : i + GATE_LEN] for i in range(len(b) - GATE_MIN + 1)]
             least = min(map(count, subs))
             cands.append([g for g in subs if count(g) == least])
-        opens = [{g[0] for g in c} for c in cands]
-        chosen: set[int] = set()
-        left = set(range(len(cands)))
-        while left:  # greedy: the cheapest byte per word it lets open a gate
-            covers = Counter(c for i in left for c in opens[i])
-            best = min(covers, key=lambda c: ((freq[c] + 1) / covers[c], c))
-            chosen.add(best)
-            left = {i for i in left if best not in opens[i]}
-        for c in sorted(chosen, key=lambda c: (-freq[c], c)):  # drop what the others cover
-            if all(o & (chosen - {c}) for o in opens):
-                chosen.discard(c)
-        gates = {min((g for g in c if g[0] in chosen), key=lambda g: (freq[g[0]], g)) for c in cands}
-        return re.compile(trie_regex(sorted(gates)))
+        one = [Gates(b"", False, 0.0, re.compile(trie_regex(sorted(_cover(cands, lambda c: freq[c] + 1.0)))))]
+        if len(sample) < SAMPLE_BYTES:
+            return [one]  # a small log: no time to win, and none to spend measuring
+
+        def by_find(c: int) -> bool:
+            return MEMCHR_NS + STEP_NS * freq[c] / size < PASS_NS + ATTEMPT_NS * freq[c] / size
+
+        def cost(c: int) -> float:
+            f = freq[c] / size
+            return min(PASS_NS + ATTEMPT_NS * f, MEMCHR_NS + STEP_NS * f)
+
+        groups: dict[int, list[bytes]] = {}
+        for g in sorted(_cover(cands, cost)):
+            groups.setdefault(g[0], []).append(g)
+        each = [Gates(bytes([c]), by_find(c), freq[c] / size, re.compile(trie_regex(gs)))
+                for c, gs in sorted(groups.items())]
+        return [one, each]
 
     @staticmethod
     def _sample(chunk: bytes | bytearray, n: int) -> bytes:
@@ -200,19 +221,29 @@ class Prefilter:
             with memoryview(chunk) as mv:
                 self._hs.scan(mv[:n], match_event_handler=on_match)  # the binding scans any buffer: no copy
             return out, probe
-        if self._gate_rx is None:
-            self._gate_rx = self._gates(self._sample(chunk, n))
+        if self._plan is None:
+            # each plan finds the gates of the first chunk, timed: the faster is kept (the
+            # lines found are the same, whichever gates found them)
+            timed = []
+            for plan in self._gate_plans(self._sample(chunk, n)):
+                t0 = time.perf_counter()
+                starts = _gate_starts(plan, chunk, n)
+                timed.append((time.perf_counter() - t0, starts, plan))
+            _, found, self._plan = min(timed, key=lambda t: t[0])
+        else:
+            found = _gate_starts(self._plan, chunk, n)
+        at = sorted(found)
         res: list[tuple[int, int]] = []
-        pos = 0
-        while pos < n:
-            m = self._gate_rx.search(chunk, pos, n)
-            if m is None:
-                break
-            start = chunk.rfind(b"\n", 0, m.start()) + 1
-            end = chunk.find(b"\n", m.end(), n)
+        stop = 0  # the end of the line checked last: gates inside it are passed over
+        for pos in at:
+            if pos < stop:
+                continue
+            start = chunk.rfind(b"\n", 0, pos) + 1
+            end = chunk.find(b"\n", pos, n)
             end = n if end < 0 else end
-            # only the part of a line any stage reads is searched for the words, and the gate
-            # search goes on after the line: a megabyte line costs one pass, not one per gate
+            stop = end + 1
+            # only the part of a line any stage reads is searched for the words: a megabyte
+            # line costs one search, not one per gate
             line = bytes(chunk[start : min(end, start + LINE_CAP)])
             # the scan only needs to know that the line holds a word, and whether one of them
             # is a catalogue keyword: one trie search each, not one find per word
@@ -226,8 +257,71 @@ class Prefilter:
                 m_flag = self._flag_rx.search(line) if self._flag_rx is not None else None
                 if m_flag is not None:
                     res.append((start + m_flag.end(), self._wid[m_flag.group()]))
-            pos = end + 1
         return res, None
+
+
+@dataclass
+class Gates:
+    """The gates that open with one byte, and how the portable engine finds them."""
+
+    opener: bytes
+    by_find: bool  # bytes.find and a loop over its hits, else one `re` pass
+    freq: float  # the opener's share of the sample's bytes
+    rx: re.Pattern[bytes]  # the gates, as a trie
+
+
+def _cover(cands: list[list[bytes]], weight: Callable[[int], float]) -> set[bytes]:
+    """One gate per word (`cands`: each word's candidates), opening with bytes chosen by a
+    greedy weighted set cover: the cheapest byte per word it lets open a gate, first."""
+    opens = [{g[0] for g in c} for c in cands]
+    chosen: set[int] = set()
+    left = set(range(len(cands)))
+    while left:
+        covers = Counter(c for i in left for c in opens[i])
+        best = min(covers, key=lambda c: (weight(c) / covers[c], c))
+        chosen.add(best)
+        left = {i for i in left if best not in opens[i]}
+    for c in sorted(chosen, key=lambda c: (-weight(c), c)):  # drop what the others cover
+        if all(o & (chosen - {c}) for o in opens):
+            chosen.discard(c)
+    return {min((g for g in c if g[0] in chosen), key=lambda g: (weight(g[0]), g)) for c in cands}
+
+
+def _gate_starts(plan: list[Gates], chunk: bytes | bytearray, n: int) -> list[int]:
+    """Where a gate starts in chunk[:n], at most one a line per group, group by group (in no
+    order)."""
+    out: list[int] = []
+    for g in plan:
+        if not g.by_find:
+            _search(g.rx, chunk, 0, n, out)
+            continue
+        # more of the byte here than the sample promised: past this many, `re` takes over,
+        # so a chunk full of it costs a pass, not a Python turn per byte
+        budget = 256 + int(4 * g.freq * n)
+        find, match, opener = chunk.find, g.rx.match, g.opener
+        i = find(opener, 0, n)
+        while i >= 0:
+            budget -= 1
+            if budget < 0:
+                _search(g.rx, chunk, i, n, out)
+                break
+            if match(chunk, i, n) is not None:
+                out.append(i)
+                i = chunk.find(b"\n", i, n)  # the line has its hit: on after it
+                if i < 0:
+                    break
+            i = find(opener, i + 1, n)
+    return out
+
+
+def _search(rx: re.Pattern[bytes], chunk: bytes | bytearray, pos: int, n: int, out: list[int]) -> None:
+    # the search goes on after each hit's line: a megabyte line costs one hit, not one per gate
+    search = rx.search
+    while (m := search(chunk, pos, n)) is not None:
+        out.append(m.start())
+        pos = chunk.find(b"\n", m.end(), n) + 1
+        if not pos:
+            return
 
 
 def trie_regex(words: list[bytes]) -> bytes:
