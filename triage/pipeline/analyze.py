@@ -210,7 +210,7 @@ def _load_at_crash(res: ScanResult, failures: list[Failure], diagnostics: list[s
     path, size = res.prefill_source
     load = load.copy()
     try:
-        if res.total_bytes == size and (at is None or at in res.anchor_offsets):
+        if res.total_bytes == size:
             tokens = prefill.read_back(path, res.total_bytes if at is None else res.anchor_offsets[at])
         else:  # a line over MAX_LINE was cut: the scan's offsets are not the file's
             with open(path, "rb") as fh:

@@ -90,7 +90,6 @@ class Ring:
         self._new: list[int] = []  # running totals up to and including each line
         self._cached: list[int] = []
         self._base = (0, 0)  # the running totals before the first line still held
-        self._dropped = 0  # lines no longer held
 
     def feed(self, buf: bytes | bytearray, n: int, at: int) -> None:
         """Add the prefill lines of buf[:n], which starts at stream offset `at`. Every later
@@ -99,7 +98,6 @@ class Ring:
         k = bisect_left(offsets, at - WINDOW_BYTES)
         if k:
             self._base = (new[k - 1], cached[k - 1])
-            self._dropped += k
             del offsets[:k], new[:k], cached[:k]
         tn, tc = (new[-1], cached[-1]) if new else self._base
         for m in _PREFILL.finditer(buf, 0, n):

@@ -998,4 +998,8 @@ def scan_file(path: str, prefilter: Prefilter, workers: int, progress: bool = Fa
             parts = pending.get()
     finally:
         meter.close()
-    return merge(parts)
+    out = merge(parts)
+    # the size the ranges were cut from: a log still being written has grown since, and the
+    # read-back must not take that for bytes the scan dropped
+    out.prefill_source = (path, size)
+    return out
