@@ -19,7 +19,7 @@ import yaml
 from triage.catalogue.models import ENGINES
 from triage.core.fingerprint import top_frames
 from triage.core.lazyre import lazy_regex
-from triage.core.models import Failure, Report
+from triage.core.models import Failure, RaisedAt, Report
 from triage.core.terminal import one_line
 
 if TYPE_CHECKING:
@@ -299,6 +299,9 @@ def skeleton(report: Report, failure_index: int, log_text_excerpt: str | None = 
         short = f"{path.rsplit('/', 1)[-1]}:{func}"
         if short not in frames:
             frames.append(short)
+    site = fail.raised_at[0] if fail.raised_at else None
+    if site is not None and not frames:
+        frames.append(f"{site.file.rsplit('/', 1)[-1]}:{site.function.rsplit('.', 1)[-1]}")
     human = " ".join(readable(message).split())
     if len(human) > 100:
         human = human[:100].rsplit(" ", 1)[0] + " ..."
@@ -326,6 +329,14 @@ def skeleton(report: Report, failure_index: int, log_text_excerpt: str | None = 
     out.append(f"  - {_sq(pattern)}")
     if frames:
         out.append(f"frames: [{', '.join(_q(f) for f in frames)}]")
+    affects = _affects(site) if site is not None else None
+    if site is not None:
+        out.append(f"# source atlas: {site.exception} raised in {site.file} ({site.function}), {site.package} "
+                   f"{site.versions}" + (f", when {site.condition}" if site.condition else ""))
+    if affects:
+        out.append("# the releases that raise this message; narrow it to the bug's range, or drop it for a")
+        out.append("# configuration error (then no_upstream_fix says why)")
+        out.append(f"affects: {_q(affects)}")
     out += [
         "explanation: |",
         f"  TODO: explain what failed ({exc or 'the error'}{where}{phase}), why it fails in this",
@@ -336,6 +347,7 @@ def skeleton(report: Report, failure_index: int, log_text_excerpt: str | None = 
         "# upstream thread, not fixed yet) or no_upstream_fix (why no release will fix it); keep one",
         "open_issue: https://github.com/TODO/upstream-issue",
         "references:  # real upstream issues or PRs this failure was checked against",
+        *([f"  - {site.link}  # where the message is raised (source atlas)"] if site is not None and site.link else []),
         "  - https://github.com/TODO/upstream-issue-or-pr",
         "examples:",
         "  match:",
@@ -346,6 +358,21 @@ def skeleton(report: Report, failure_index: int, log_text_excerpt: str | None = 
             " this one is generated\n" + near + "\n")
     out.append(_block(miss).rstrip("\n"))
     return "\n".join(out) + "\n"
+
+
+def _affects(site: RaisedAt) -> str | None:
+    """A version specifier for the releases a site raises its message in (first to last, open
+    when the newest release the atlas read still raises it)."""
+    if site.package not in ENGINES or not site.versions:
+        return None
+    from triage.catalogue.atlas import shipped
+
+    atlas = shipped()
+    spans = [p.strip() for p in site.versions.split(",")]
+    first = spans[0].split("-", 1)[0]
+    last = spans[-1].split("-", 1)[-1]
+    newest = atlas.packages[site.package].versions[-1] if atlas and site.package in atlas.packages else None
+    return f">={first}" if last == newest else f">={first},<={last}"
 
 
 def first_unknown(report: Report) -> int | None:

@@ -44,6 +44,29 @@ class ExceptionInfo(Record):
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
+class RaisedAt(Record):
+    """Where the engine's (or a library's) released source raises this failure's message: the
+    source atlas's site, in the releases it exists in, with the condition that guards it."""
+
+    package: str
+    file: str  # the path inside the package, as in the wheel (sglang/srt/...)
+    function: str
+    line: int | None = None  # in `release`
+    release: str | None = None  # the release whose line and link are given
+    versions: str = ""  # the releases this site raises the message in ("0.8.0-0.11.2")
+    exception: str = ""  # the class raised, AssertionError, or the log level of a logged message
+    template: str = ""  # the message with its holes as {}
+    condition: str | None = None  # the guard: the enclosing `if` test or the assert's condition
+    fields: list[str] = field(default_factory=list)  # config fields the condition or message reads
+    flags: list[str] = field(default_factory=list)  # those fields as the engine's flags, and env vars named
+    link: str | None = None  # that line at the release's tag
+    # True: the log's version is one of `versions`; False: it is not (the message moved or is
+    # older/newer than this site); None: the log names no version of this package
+    in_version: bool | None = None
+    partial: bool = False  # the log shows only the start of the message (cut off)
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
 class Failure(Record):
     """One distinct failure; the same traceback printed by N ranks is one Failure."""
 
@@ -71,6 +94,7 @@ class Failure(Record):
     severity_reason: str | None = None
     count: int = 1  # how many times this failure was printed (request-level errors repeat)
     last_line: int | None = None  # where it was printed last, when it was printed more than once
+    raised_at: list[RaisedAt] = field(default_factory=list)  # the source atlas's sites for its message
 
 
 @dataclass(kw_only=True, eq=False, repr=False)

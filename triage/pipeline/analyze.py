@@ -13,6 +13,7 @@ from triage.core.errors import TriageError
 from triage.core.load_summary import LoadSummary
 from triage.core.models import Evidence, Failure, LoadFigures, Report, Timeline
 from triage.pipeline.hints import hints_for
+from triage.pipeline.locate import locate
 from triage.pipeline.match import finding_rank
 from triage.pipeline.parse.config import extract
 from triage.pipeline.parse.environment import build_environment
@@ -122,6 +123,7 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     _failures_from_findings(report, by_no)
     classify(report.failures, lines, res.last_serving)
     _order_failures(report)
+    locate(report.failures, env)
     messages = {no: ln.message for no, ln in by_no.items()}
     for f in report.failures:
         f.hints = hints_for(f, env.engine, env.version, messages)

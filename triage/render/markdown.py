@@ -221,6 +221,55 @@ def fixlink(fixed: str) -> str:
     return f"upgrade to {inline(fixed)} or later"
 
 
+_PACKAGE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "lmdeploy": "LMDeploy", "flashinfer": "FlashInfer",
+                  "xgrammar": "XGrammar", "transformers": "Transformers"}
+
+
+def raised(f: Failure, report: Report) -> str:
+    """The source atlas's sites for a failure: where the message is raised, in which releases,
+    under which condition, with a link to that line at the release's tag."""
+    out: list[str] = []
+    for i, r in enumerate(f.raised_at[:3]):
+        name = _PACKAGE_NAMES.get(r.package, r.package)
+        site = _code_inline(f"{r.file} · {r.function} · {name} {r.versions}")
+        line = f"**Raised at:** {site}" if i == 0 else f"Also raised at: {site}"
+        if r.link and r.line:
+            line += f", [line {r.line} in {inline(r.release)}](<{r.link}>)"
+        notes = []
+        if r.in_version is False and report.environment.version:
+            notes.append(f"not at this place in {inline(report.environment.version)}, the log's release")
+        if r.partial:
+            notes.append("the log shows only the start of the message")
+        if notes:
+            line += " (" + "; ".join(notes) + ")"
+        out.append(line + ".")
+        if i == 0 and r.condition:
+            kind = "the assertion" if r.exception == "AssertionError" else "the guard"
+            out.append(f"It fires when {kind} {_code_inline(r.condition)} " + (
+                "fails." if r.exception == "AssertionError" else "holds."))
+    return "  \n".join(out)
+
+
+def derived(f: Failure, report: Report) -> str:
+    """What the source says this failure involves, for a failure no specific signature explains:
+    derived from the guard and the message, never a confirmed workaround."""
+    r = f.raised_at[0] if f.raised_at else None
+    if r is None or not (r.flags or r.fields):
+        return ""
+    settings = report.environment.settings
+    parts = []
+    for flag in r.flags:
+        dest = flag.lstrip("-").replace("-", "_")
+        value = settings.get(dest)
+        parts.append(_code_inline(flag) + (f" (this run: {_code_inline(value)})" if value is not None else ""))
+    for fld in r.fields:
+        if not any(fl.lstrip("-").replace("-", "_") == fld for fl in r.flags):
+            value = settings.get(fld)
+            parts.append(_code_inline(fld) + (f" (this run: {_code_inline(value)})" if value is not None else ""))
+    return ("Derived from the source, not a confirmed workaround: the check that raised this reads "
+            + ", ".join(parts[:6]) + "; a change to these settings is where to start.")
+
+
 def shortpath(p: str) -> str:
     """The module path of a frame's file; for a code span (the `code` filter makes it safe)."""
     from triage.core.fingerprint import module_path
@@ -240,7 +289,7 @@ def _env() -> jinja2.Environment:
     )
     env.filters.update(shquote=shlex.quote, prose=prose, inline=inline, code=_code_inline, codeblock=codeblock, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
                        change=change, load=load, seconds=seconds, size=size, properfix=properfix,
-                       shortpath=shortpath)
+                       shortpath=shortpath, raised=raised, derived=derived)
     return env
 
 
@@ -349,9 +398,16 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
     msg = f": {inline(_clip(f.message, 200))}" if f.message else ""
     phase = f", while {f.phase}" if f.phase else ""
     generic = f" (only the generic `{top.signature}`: {inline(top.title)})" if top is not None else ""
+    located = ""
+    if f.raised_at:
+        site = f.raised_at[0]
+        name = _PACKAGE_NAMES.get(site.package, site.package)
+        located = (f" The message is {name}'s own: raised in {_code_inline(site.file)} "
+                   f"({_code_inline(site.function)}){' when ' + _code_inline(site.condition) if site.condition and site.exception != 'AssertionError' else ''}"
+                   f"{', an assertion on ' + _code_inline(site.condition) if site.condition and site.exception == 'AssertionError' else ''}.")
     out.append(f"**Verdict:** unknown failure: {_code_inline(f.exception)}{msg}, {where(f)}{phase}. "
                f"No specific catalogue signature matches{generic}; the frames, the fingerprint and a "
-               f"catalogue skeleton command are below.")
+               f"catalogue skeleton command are below.{located}")
     if top is not None and top.workarounds:
         out.append(f"**Do now:** {change(top.workarounds[0])}.")
     engine = [h for h in f.hints if h.source == "engine-hint"]

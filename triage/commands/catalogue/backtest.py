@@ -25,11 +25,15 @@ from triage.catalogue.load import Catalogue
 from triage.core.errors import TriageError
 from triage.core.lazyre import lazy
 
-METRICS = ("detected", "exception", "recognised", "right1", "fix1", "fixany", "clean")
+METRICS = ("detected", "exception", "recognised", "specific", "located", "explained", "right1", "fix1", "fixany",
+           "clean")
 METRIC_TITLES = {
     "detected": "failure detected",
     "exception": "exception named",
     "recognised": "recognised by a signature",
+    "specific": "a specific (non-generic) signature",
+    "located": "message located in the source atlas",
+    "explained": "specific signature or located",
     "right1": "right signature at rank 1",
     "fix1": "workaround offered at rank 1",
     "fixany": "workaround offered at any rank",
@@ -92,6 +96,8 @@ class Outcome(BaseModel):
     exceptions: list[str] = Field(default_factory=list)
     signatures: list[str] = Field(default_factory=list)  # findings, best first
     crash_findings: int = 0
+    specific: bool = False  # a finding that is not a generic wrapper
+    located: bool = False  # a failure's message found in the source atlas (raised_at)
     flags_top: list[str] = Field(default_factory=list)
     env_top: list[str] = Field(default_factory=list)
     flags_any: list[str] = Field(default_factory=list)
@@ -233,6 +239,8 @@ def _outcome(case_id: str, log: str, cat: Catalogue) -> Outcome:
                             | {c.exception.split(".")[-1] for f in report.failures for c in f.chain})
     out.signatures = [f.signature for f in report.findings]
     out.crash_findings = sum(1 for f in report.findings if f.severity in ("crash", "hang"))
+    out.specific = any(not f.generic for f in report.findings)
+    out.located = any(f.raised_at for f in report.failures)
     flags_any: set[str] = set()
     env_any: set[str] = set()
     for i, finding in enumerate(report.findings):
@@ -276,6 +284,9 @@ def score(case: CaseLabel, out: Outcome) -> CaseScore:
     if case.exception_type:
         sc["exception"] = case.exception_type.split(".")[-1] in out.exceptions
     sc["recognised"] = bool(out.signatures)
+    sc["specific"] = out.specific
+    sc["located"] = out.located
+    sc["explained"] = out.specific or out.located
     if case.expected_signature:
         sc["right1"] = s.top in case.expected_signature
     want_flags = _norm_flags(case.workaround.flags) | _norm_flags(case.workaround.remove_flags)

@@ -217,6 +217,13 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
     lines = []
     for path, msg in problems:  # one line each: a newline in a file name cannot forge another
         lines.append(one_line(f"FAIL {msg if msg.startswith(path) else f'{path}: {msg}'}"))
+    from triage.catalogue.atlas import shipped
+    from triage.commands.catalogue.atlas_check import check as atlas_check
+
+    atlas = shipped()
+    warnings = atlas_check(cat, atlas) if atlas is not None else []
+    for aw in warnings:  # leads to verify against the engine's source, not failures
+        lines.append(one_line(f"warn {aw.path}: {aw.signature}: {aw.text}"))
     if verbose:
         rejects = hyperscan_rejects(cat)
         if rejects:
@@ -227,5 +234,6 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
         engines[s.spec.engine] = engines.get(s.spec.engine, 0) + 1
     spread = ", ".join(f"{k} {v}" for k, v in sorted(engines.items()))
     lines.append(f"{len(cat.signatures)} signatures ({spread}), {len(cat.workarounds)} workarounds, "
-                 f"{n_examples} examples run: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
+                 f"{n_examples} examples run: {len(problems)} problem{'s' if len(problems) != 1 else ''}"
+                 + (f", {len(warnings)} source-atlas warning{'s' if len(warnings) != 1 else ''}" if warnings else ""))
     return len(problems), "\n".join(lines) + "\n"

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Fetch the engines' released packages and keep their Python source, deduplicated, in a cache.
+
+usage: python3 scripts/atlas_fetch.py [--cache DIR] [--jobs N] [PACKAGE ...]
+
+Stage one of the source atlas (scripts/build_atlas.py is stage two). For every release the
+atlas covers (scripts/atlas_releases.py), `pip download NAME==VERSION --no-deps` brings the
+wheel into a temporary folder; its .py files under the package's own prefix are stored once
+per content (CACHE/blobs/SHA256.py) and the release is recorded as path -> digest
+(CACHE/releases/PACKAGE/VERSION.json). The wheel is deleted at once: a vLLM wheel is 300 MB
+and only ~15 MB of it is Python. A release already recorded is not fetched again, so a
+refresh for a new release downloads that release only.
+
+The cache lives outside the repository (default ~/.cache/triage-atlas); nothing of it is
+committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from atlas_releases import PACKAGES, Package, releases  # noqa: E402
+
+DEFAULT_CACHE = Path(os.environ.get("TRIAGE_ATLAS_CACHE", Path.home() / ".cache" / "triage-atlas"))
+
+
+def fetch_release(pkg: Package, version: str, cache: Path) -> str:
+    dest = cache / "releases" / pkg.name / f"{version}.json"
+    if dest.exists():
+        return f"{pkg.name} {version}: cached"
+    with tempfile.TemporaryDirectory(prefix="atlas-") as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", f"{pkg.dist}=={version}", "--no-deps",
+               "--only-binary", ":all:", "-d", tmp, "-q", "--disable-pip-version-check"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wheels = list(Path(tmp).glob("*.whl"))
+        if proc.returncode != 0 or not wheels:
+            err = (proc.stderr.strip().splitlines() or ["no wheel"])[-1]
+            return f"{pkg.name} {version}: FAILED {err[:200]}"
+        files: dict[str, str] = {}
+        with zipfile.ZipFile(wheels[0]) as zf:
+            for name in zf.namelist():
+                if not name.endswith(".py") or not pkg.keeps(name):
+                    continue
+                data = zf.read(name)
+                digest = hashlib.sha256(data).hexdigest()
+                blob = cache / "blobs" / f"{digest}.py"
+                if not blob.exists():
+                    tmp_blob = blob.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+                    tmp_blob.write_bytes(data)
+                    tmp_blob.replace(blob)
+                files[name] = digest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps({"package": pkg.name, "version": version, "wheel": wheels[0].name,
+                                "files": files}, sort_keys=True))
+    return f"{pkg.name} {version}: {len(files)} files"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("packages", nargs="*", help="package names (default: all)")
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    ap.add_argument("--jobs", type=int, default=3, help="downloads at once")
+    args = ap.parse_args(argv)
+    names = args.packages or list(PACKAGES)
+    unknown = [n for n in names if n not in PACKAGES]
+    if unknown:
+        print(f"unknown package(s): {', '.join(unknown)}; known: {', '.join(PACKAGES)}", file=sys.stderr)
+        return 2
+    (args.cache / "blobs").mkdir(parents=True, exist_ok=True)
+    work = [(PACKAGES[n], v) for n in names for v in releases(PACKAGES[n])]
+    failed = 0
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for line in pool.map(lambda pv: fetch_release(pv[0], pv[1], args.cache), work):
+            failed += "FAILED" in line
+            print(line, flush=True)
+    print(f"{len(work)} releases, {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""The source atlas as shipped: its format, and failures located in the engines' released source.
+
+The messages here are real: each was read from the released packages named beside it (the
+atlas itself is built from them by scripts/build_atlas.py), and each log is written the way
+the engine prints the exception."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_cli
+
+from triage.catalogue import atlas as atlas_mod
+from triage.catalogue.atlas import FORMAT, Atlas, shipped
+
+# SGLang moved this check out of server_args.py (0.5.15-0.5.18) into arg_groups/overrides.py
+# (0.5.19 on); the message kept its wording and its two f-string holes.
+SSM = ("AssertionError: For SSM models, either chunk_size or page_size must be divisible by the other, "
+       "got chunk_size=2048, page_size=48")
+
+
+def _log(tmp_path, *lines: str, name: str = "server.log"):
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n")
+    return str(p)
+
+
+def _raised(path: str, *extra: str) -> list[dict]:
+    r = run_cli("analyze", path, "--format", "json", *extra)
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    return [x for f in doc["failures"] for x in f["raised_at"]]
+
+
+def test_the_shipped_atlas_matches_this_format_and_covers_the_engines():
+    a = shipped()
+    assert a is not None
+    assert a.header["format"] == FORMAT
+    assert a.packages["sglang"].versions[0] == "0.3.0"
+    assert a.packages["vllm"].versions[0] == "0.4.0"
+    assert {"sglang", "vllm", "lmdeploy", "xgrammar", "transformers", "huggingface_hub"} <= set(a.packages)
+    assert a.packages["sglang"].engine and not a.packages["transformers"].engine
+
+
+def test_a_file_of_another_format_is_refused(tmp_path):
+    bad = tmp_path / "atlas.bin"
+    atlas_mod.write(bad, {}, [{}] * atlas_mod.SHARDS, [])
+    raw = bad.read_bytes()
+    bad.write_bytes(b"NOT-AN-ATLAS\n" + raw[len(atlas_mod.MAGIC):])
+    with pytest.raises(ValueError, match="not a triage source atlas"):
+        Atlas.open(bad)
+
+
+@pytest.mark.parametrize(("version", "file"), [
+    ("0.5.16", "sglang/srt/server_args.py"),
+    ("0.5.20", "sglang/srt/arg_groups/overrides.py"),
+])
+def test_a_message_that_moved_between_files_is_located_in_the_release_the_log_names(tmp_path, version, file):
+    log = _log(tmp_path, f"[2026-01-05 10:00:00] sglang version {version}", SSM)
+    sites = _raised(log)
+    assert [s["file"] for s in sites] == [file]
+    s = sites[0]
+    assert s["package"] == "sglang" and s["in_version"] is True and s["release"] == version
+    assert s["link"].startswith(f"https://github.com/sgl-project/sglang/blob/v{version}/python/{file}#L")
+    assert s["template"].startswith("For SSM models, either chunk_size or page_size must be divisible")
+
+
+def test_engine_version_picks_the_site_when_the_log_does_not_print_it(tmp_path):
+    log = _log(tmp_path, "[2026-01-05 10:00:00] Scheduler hit an exception", SSM)
+    assert [s["file"] for s in _raised(log, "--engine-version", "0.5.17")] == ["sglang/srt/server_args.py"]
+    # no version at all: both sites, the newest release first, with the releases of each
+    both = _raised(log)
+    assert [s["file"] for s in both] == ["sglang/srt/arg_groups/overrides.py", "sglang/srt/server_args.py"]
+    assert all(s["in_version"] is None for s in both)
+    assert both[1]["versions"] == "0.5.15-0.5.18"
+
+
+def test_a_message_with_holes_matches_its_filled_in_form_and_names_the_settings_it_reads(tmp_path):
+    # sglang/srt/managers/schedule_batch.py, ScheduleBatch.alloc_req_slots (0.4.3.post3 on)
+    line = ("RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for "
+            "`--max-running-requests`. self.req_to_token_pool.available_size()=0, num_reqs=1")
+    sites = _raised(_log(tmp_path, "sglang version 0.5.1", line))
+    assert sites and sites[0]["file"] == "sglang/srt/managers/schedule_batch.py"
+    assert sites[0]["function"].endswith("alloc_req_slots")
+    assert "--max-running-requests" in sites[0]["flags"]
+
+
+def test_a_message_no_release_raises_is_not_located(tmp_path):
+    # the same opening words as the SSM check, but no release ever printed this sentence
+    log = _log(tmp_path, "sglang version 0.5.20",
+               "AssertionError: For SSM models, the chunk size 2048 cannot be used with this attention backend")
+    assert _raised(log) == []
+
+
+def test_a_traceback_whose_stack_holds_no_site_is_not_located(tmp_path):
+    # Python's own AttributeError text: sglang raises the same words in multimodal_gen's
+    # __getattr__, but this stack never went there
+    log = _log(tmp_path, "sglang version 0.5.20", "Traceback (most recent call last):",
+               '  File "/usr/lib/python3/dist-packages/sglang/srt/layers/attention/nsa/forward_mha.py", line 443, in forward_mha_extend',
+               "    page_table = metadata.page_table_1_flattened",
+               "AttributeError: 'PrefillMetadata' object has no attribute 'page_table_1_flattened'")
+    assert _raised(log) == []
+
+
+def test_the_markdown_report_says_where_and_links_the_line(tmp_path):
+    log = _log(tmp_path, "sglang version 0.5.16", SSM)
+    out = run_cli("analyze", log).stdout.decode()
+    assert "**Raised at:** `sglang/srt/server_args.py · " in out
+    assert " · SGLang 0.5.15-0.5.18`, [line " in out
+    assert "(<https://github.com/sgl-project/sglang/blob/v0.5.16/python/sglang/srt/server_args.py#L" in out

@@ -1,0 +1,100 @@
+"""The source atlas's extractor (scripts/atlas_extract.py): messages as typed templates, with
+the guard that raises them and the settings they read."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from atlas_extract import HOLE, extract  # noqa: E402
+
+
+def _one(src: str):
+    msgs = extract(src)
+    assert len(msgs) == 1, msgs
+    return msgs[0]
+
+
+def test_fstring_holes_are_typed_by_their_format_spec():
+    m = _one(
+        "def check(n, frac, name):\n"
+        "    raise ValueError(f'KV cache holds {n:d} tokens, {frac:.2f} of memory, for {name}')\n")
+    assert m.template == f"KV cache holds {HOLE}d tokens, {HOLE}f of memory, for {HOLE}s"
+    assert (m.exception, m.function, m.line, m.kind) == ("ValueError", "check", 2, "raise")
+
+
+def test_percent_format_of_a_logged_error_and_its_arguments():
+    m = _one("import logging\nlogger = logging.getLogger()\n"
+             "def f(rank, e):\n    logger.error('Rank %d failed with %s: giving up', rank, e)\n")
+    assert m.template == f"Rank {HOLE}d failed with {HOLE}s: giving up"
+    assert (m.kind, m.exception) == ("log", "error")
+
+
+def test_a_message_built_in_a_local_variable_is_followed():
+    m = _one("def f(x):\n"
+             "    msg = f'The model context length {x} is larger than '\n"
+             "    msg += 'the maximum the KV cache can hold.'\n"
+             "    raise RuntimeError(msg)\n")
+    assert m.template == f"The model context length {HOLE}s is larger than the maximum the KV cache can hold."
+
+
+def test_str_format_and_concatenation():
+    m = _one("def f(a, b):\n    raise TypeError('Expected {} but got {:d}'.format(a, b) + ' in the config file')\n")
+    assert m.template == f"Expected {HOLE}s but got {HOLE}d in the config file"
+
+
+def test_the_enclosing_guard_and_the_settings_it_reads():
+    m = _one("class Scheduler:\n"
+             "    def check(self):\n"
+             "        if self.server_args.enable_dp_attention and self.tp_size % 2:\n"
+             "            raise ValueError('DP attention needs an even tensor parallel size')\n")
+    assert m.condition == "self.server_args.enable_dp_attention and self.tp_size % 2"
+    assert m.function == "Scheduler.check"
+    assert m.names == ["enable_dp_attention"]
+
+
+def test_an_else_branch_negates_the_guard():
+    m = _one("def f(ok):\n    if ok:\n        pass\n    else:\n        raise RuntimeError('the handshake with the detokenizer failed')\n")
+    assert m.condition == "not (ok)"
+
+
+def test_inside_a_config_class_self_fields_are_settings():
+    m = _one("class ServerArgs:\n    def check(self):\n"
+             "        assert self.mem_fraction_static < 1.0, 'mem_fraction_static must be below one'\n")
+    assert (m.kind, m.exception, m.condition) == ("assert", "AssertionError", "self.mem_fraction_static < 1.0")
+    assert m.names == ["mem_fraction_static"]
+
+
+@pytest.mark.parametrize("src", [
+    "def f(e):\n    raise RuntimeError(e)\n",  # no text of its own
+    "def f(a, b):\n    raise ValueError(f'{a}: {b}')\n",  # holes and punctuation only
+    "def f():\n    raise ValueError('bad')\n",  # too short to say where it came from
+    "def f():\n    logger.info('Loading weights took a very long time')\n",  # not an error
+    "def f(:\n",  # does not parse: nothing, no exception
+])
+def test_what_is_not_a_template(src):
+    assert extract(src) == []
+
+
+def test_adjacent_holes_fold_into_one():
+    m = _one("def f(a, b):\n    raise ValueError(f'Unsupported quantization method {a}{b} for this layer')\n")
+    assert m.template == f"Unsupported quantization method {HOLE}s for this layer"
+
+
+def test_an_exception_built_by_a_helper_and_raised_elsewhere():
+    # SGLang's engine.py builds the scheduler-death error in a helper and raises its result
+    m = _one("def _died(rank, proc):\n"
+             "    return RuntimeError(\n"
+             "        f'Rank {rank} scheduler died during initialization '\n"
+             "        f'(exit code: {proc.exitcode}). '\n"
+             "    )\n")
+    assert m.template == f"Rank {HOLE}s scheduler died during initialization (exit code: {HOLE}s)."
+    assert (m.kind, m.exception, m.function) == ("raise", "RuntimeError", "_died")
+
+
+def test_a_raised_call_is_emitted_once():
+    assert len(extract("def f(x):\n    raise ValueError(f'the tokenizer has no chat template: {x}')\n")) == 1

@@ -1,0 +1,236 @@
+"""The source atlas: every message the engines' released packages raise, assert or log at error
+level, as a template, with where it is raised and in which releases (built by scripts/build_atlas.py).
+
+The file (data/atlas.bin) is read lazily: a small header (the packages' release lists and the
+offsets of the shards), then only the shards that hold a word of the message being located.
+Each template is filed under its rarest literal word (rarest across the whole atlas), so a
+message is compared only with the few templates whose key word it contains.
+
+Layout: MAGIC, an 8-byte big-endian header length, the zlib-compressed JSON header, then the
+zlib-compressed JSON shards one after the other. A shard maps a key word to its templates:
+`[package, exception, template, [site, ...]]`, a site being
+`[file, function, condition, names, flags, runs]` where `runs` is a flat list of
+`first release index, last release index, line` triples into the package's release list.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+MAGIC = b"TRIAGE-ATLAS\n"
+FORMAT = 1  # bump when the layout above changes; tests check the shipped file against it
+SHARDS = 256
+HOLE = "\x1f"  # a hole in a template: HOLE + `s` (any text), `d` (an integer), `f` (a number)
+DATA = Path(__file__).resolve().parent / "data" / "atlas.bin"
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+_HOLES = re.compile(f"{HOLE}[sdf]")
+_HOLE_RE = {"s": r".*?", "d": r"-?\d+", "f": r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?%?"}
+# a located message needs this much literal text matched: a template of three words ("Invalid
+# value: {x}") says too little of where a line came from
+MIN_LITERAL = 16
+# how much of a template's first line a message cut off by the log still has to show
+MIN_PREFIX = 28
+
+
+def segments(template: str) -> list[str]:
+    """The template as alternating literal text and hole codes (`\\x1fs` ...)."""
+    out: list[str] = []
+    pos = 0
+    for m in _HOLES.finditer(template):
+        out.append(template[pos:m.start()])
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(template[pos:])
+    return out
+
+
+def literal(template: str) -> str:
+    return _HOLES.sub("", template)
+
+
+def first_line(template: str) -> str:
+    return template.split("\n", 1)[0].rstrip()
+
+
+def words(text: str) -> set[str]:
+    """The words a line is looked up by (lower case, four characters or more)."""
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def key_words(template: str, limit: int = 200) -> list[str]:
+    """Literal words of a template's first line that its filled-in form shows as whole words:
+    a word that touches a hole may run into the hole's value (`{n}tokens`), so it is left out."""
+    segs = segments(first_line(template)[:limit])
+    out: list[str] = []
+    for i, seg in enumerate(segs):
+        if seg.startswith(HOLE):
+            continue
+        before = i > 0 and segs[i - 1].startswith(HOLE)
+        after = i + 1 < len(segs) and segs[i + 1].startswith(HOLE)
+        for m in _WORD.finditer(seg):
+            if (before and m.start() == 0) or (after and m.end() == len(seg)):
+                continue
+            w = m.group(0).lower()
+            if w not in out:
+                out.append(w)
+    return out
+
+
+def shard_of(word: str) -> int:
+    return zlib.crc32(word.encode()) % SHARDS
+
+
+def pattern(template: str, prefix_parts: int | None = None) -> re.Pattern[str]:
+    """A regex of a template's first line (or of its first `prefix_parts` segments)."""
+    segs = segments(first_line(template))
+    if prefix_parts is not None:
+        segs = segs[:prefix_parts]
+    body = "".join(_HOLE_RE[s[1]] if s.startswith(HOLE) else _loose(s) for s in segs)
+    return re.compile(body)
+
+
+def _loose(text: str) -> str:
+    # runs of white space may be folded or re-wrapped by the log or by a paste
+    return r"\s+".join(re.escape(part) for part in text.split()) if text.strip() else re.escape(text)
+
+
+def span_text(versions: list[str], idx: set[int] | list[int]) -> str:
+    """Release indices as ranges of release names: "0.8.0-0.11.2, 0.12.1"."""
+    spans: list[list[int]] = []
+    for i in sorted(set(idx)):
+        if spans and spans[-1][1] == i - 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(versions[a] if a == b else f"{versions[a]}-{versions[b]}" for a, b in spans)
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where one release line of a template is raised."""
+
+    file: str
+    function: str
+    condition: str
+    names: tuple[str, ...]
+    flags: tuple[str, ...]
+    runs: tuple[tuple[int, int, int], ...]  # (first release index, last release index, line)
+
+
+@dataclass(frozen=True)
+class Template:
+    package: str
+    exception: str
+    text: str
+    sites: tuple[Site, ...]
+
+
+@dataclass
+class PackageInfo:
+    name: str
+    versions: list[str]
+    repo: str
+    repo_prefix: str
+    tag: str
+    engine: bool  # an engine (its messages are located only in its own logs) or a library
+
+    def link(self, version: str, file: str, line: int) -> str:
+        return f"https://github.com/{self.repo}/blob/{self.tag.format(version=version)}/{self.repo_prefix}{file}#L{line}"
+
+
+@dataclass
+class Atlas:
+    path: Path
+    header: dict
+    packages: dict[str, PackageInfo]
+    keys: frozenset[str]
+    _shards: dict[int, dict[str, list[Template]]] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, path: Path = DATA) -> Atlas:
+        with path.open("rb") as fh:
+            if fh.read(len(MAGIC)) != MAGIC:
+                raise ValueError(f"{path}: not a triage source atlas")
+            (size,) = struct.unpack(">Q", fh.read(8))
+            header = json.loads(zlib.decompress(fh.read(size)))
+        if header.get("format") != FORMAT:
+            raise ValueError(f"{path}: atlas format {header.get('format')}, this triage reads {FORMAT}")
+        header["data_start"] = len(MAGIC) + 8 + size
+        pkgs = {n: PackageInfo(name=n, versions=p["versions"], repo=p["repo"], repo_prefix=p["repo_prefix"],
+                               tag=p["tag"], engine=p["engine"]) for n, p in header["packages"].items()}
+        return cls(path=path, header=header, packages=pkgs, keys=frozenset(header["keys"].split()))
+
+    def shard(self, no: int) -> dict[str, list[Template]]:
+        got = self._shards.get(no)
+        if got is None:
+            start, length = self.header["shards"][no]
+            with self.path.open("rb") as fh:
+                fh.seek(self.header["data_start"] + start)
+                raw = json.loads(zlib.decompress(fh.read(length)))
+            got = self._shards[no] = {w: [_template(t) for t in ts] for w, ts in raw.items()}
+        return got
+
+    def candidates(self, text: str) -> Iterator[Template]:
+        """Templates filed under a word of `text`, each once."""
+        seen: set[int] = set()
+        for w in sorted(words(text) & self.keys):
+            for t in self.shard(shard_of(w)).get(w, ()):
+                if id(t) not in seen:
+                    seen.add(id(t))
+                    yield t
+
+    def templates(self) -> Iterator[Template]:
+        """Every template (for `catalogue check`; reads the whole file)."""
+        for no in range(len(self.header["shards"])):
+            for ts in self.shard(no).values():
+                yield from ts
+
+
+def _template(raw: list) -> Template:
+    pkg, exc, text, sites = raw
+    return Template(package=pkg, exception=exc, text=text, sites=tuple(
+        Site(file=s[0], function=s[1], condition=s[2], names=tuple(s[3]), flags=tuple(s[4]),
+             runs=tuple((s[5][i], s[5][i + 1], s[5][i + 2]) for i in range(0, len(s[5]), 3)))
+        for s in sites))
+
+
+@cache
+def shipped() -> Atlas | None:
+    """The atlas that ships with triage, or None when the file is absent (a trimmed install)."""
+    try:
+        return Atlas.open(DATA)
+    except (OSError, ValueError):
+        return None
+
+
+def write(path: Path, packages: dict[str, dict], shards: list[dict[str, list]], keys: Iterable[str],
+          extra: dict | None = None) -> int:
+    """Write an atlas file (scripts/build_atlas.py); returns its size in bytes."""
+    blobs: list[bytes] = []
+    offsets: list[tuple[int, int]] = []
+    pos = 0
+    for shard in shards:
+        blob = zlib.compress(json.dumps(shard, separators=(",", ":"), ensure_ascii=False).encode(), 9)
+        offsets.append((pos, len(blob)))
+        blobs.append(blob)
+        pos += len(blob)
+    header = {"format": FORMAT, "packages": packages, "shards": offsets, "keys": " ".join(sorted(keys)),
+              **(extra or {})}
+    head = zlib.compress(json.dumps(header, separators=(",", ":")).encode(), 9)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("wb") as fh:
+        fh.write(MAGIC)
+        fh.write(struct.pack(">Q", len(head)))
+        fh.write(head)
+        for b in blobs:
+            fh.write(b)
+    tmp.replace(path)
+    return path.stat().st_size

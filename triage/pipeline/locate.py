@@ -1,0 +1,193 @@
+"""Where each failure's message is raised in the released source (the source atlas).
+
+Runs once the failures are final, on the few a report keeps (never on the scan's hot path):
+each failure's message, and the messages of its chain, are looked up in the atlas through its
+rarest-word index; a template that matches the whole message (or, for a message the log cut
+off, its start) gives the sites that raise it. The log's version picks the site of exactly
+that release when a message moved between files.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from triage.catalogue.atlas import (
+    HOLE,
+    MIN_LITERAL,
+    MIN_PREFIX,
+    Atlas,
+    PackageInfo,
+    Template,
+    first_line,
+    literal,
+    segments,
+    shipped,
+    span_text,
+)
+from triage.core.models import Environment, Failure, RaisedAt
+
+MAX_FAILURES = 64  # a noisy log keeps thousands of request errors; the first ones are enough
+MAX_SITES = 4  # per failure: the same message raised in more places says little more
+# more distinct sites than this for one message: too common a text to say where it came from
+AMBIGUOUS = 12
+_TRAIL = r"[\s.:;,!)\]'\"]*"
+_QUOTED = re.compile(r"(?:\b(?P<exc>[A-Z]\w*(?:Error|Exception))\()?(?P<q>['\"])(?P<msg>[^'\"]{16,}?)(?P=q)")
+# with a traceback, a site off its stack still counts for a long message raised as the class
+# the log shows (a pasted traceback often lacks its innermost frames); a short one does not
+OFF_STACK_LITERAL = 40
+
+
+def locate(failures: list[Failure], env: Environment, atlas: Atlas | None = None) -> None:
+    """Fill `raised_at` of each failure whose message the atlas knows."""
+    atlas = atlas if atlas is not None else shipped()
+    if atlas is None:
+        return
+    for f in failures[:MAX_FAILURES]:
+        f.raised_at = locate_failure(f, env, atlas)
+
+
+def locate_failure(f: Failure, env: Environment, atlas: Atlas) -> list[RaisedAt]:
+    texts: list[tuple[str, str, bool]] = [(f.exception, f.message, True)]
+    texts += [(c.exception, c.message, True) for c in f.chain]
+    if f.cause is not None:
+        texts.append((f.cause.exception, f.cause.message, True))
+    # a wrapper that quotes the real message: "Worker failed with error 'CUDA out of memory'",
+    # "<Future finished exception=AssertionError('expected running sequences')>"; the quoted
+    # exception was raised on another stack than the one the log shows
+    for _, msg, _ in list(texts):
+        for m in _QUOTED.finditer(first_line(msg or "")):
+            texts.append((m.group("exc") or "", m.group("msg"), False))
+    frames = [fr.file.replace("\\", "/") for fr in f.frames]
+    frame_pkgs = {p for fr in frames for p in atlas.packages if f"/{p}/" in fr}
+    seen: set[str] = set()
+    for exc, msg, own_stack in texts:
+        line = first_line(msg or "").strip()
+        if len(line) < MIN_LITERAL or line in seen:
+            continue
+        seen.add(line)
+        hits = _best(atlas, exc, line, env.engine, frame_pkgs, frames if own_stack else [])
+        if hits:
+            return _sites(hits, f, env, atlas)
+    return []
+
+
+def _eligible(pkg: PackageInfo, engine: str | None, frame_pkgs: set[str]) -> bool:
+    # SGLang 0.3-0.4 carried vLLM's layers: another engine's message counts only when a frame
+    # of the traceback runs through that engine's package
+    return not pkg.engine or engine is None or pkg.name == engine or pkg.name in frame_pkgs
+
+
+def _on_stack(site_file: str, frames: list[str]) -> bool:
+    return any(fr.endswith("/" + site_file) for fr in frames)
+
+
+def _best(atlas: Atlas, exc: str, line: str, engine: str | None, frame_pkgs: set[str],
+          frames: list[str]) -> list[tuple[Template, bool]]:
+    short = exc.rsplit(".", 1)[-1]
+    scored: list[tuple[float, Template, bool]] = []
+    for t in atlas.candidates(line):
+        pkg = atlas.packages.get(t.package)
+        if pkg is None or not _eligible(pkg, engine, frame_pkgs):
+            continue
+        if frames:
+            # with a traceback, the message was raised on its stack: a site elsewhere that
+            # happens to print the same words (Python's own "'X' object has no attribute")
+            # is not where it came from
+            on = tuple(s for s in t.sites if _on_stack(s.file, frames))
+            if on:
+                t = Template(package=t.package, exception=t.exception, text=t.text, sites=on)
+            elif not (t.exception == short and len(literal(first_line(t.text))) >= OFF_STACK_LITERAL):
+                continue
+        got = _match(t.text, line)
+        if got is None:
+            continue
+        matched, partial = got
+        if t.exception[:1].isupper() and t.exception != short and matched < 2 * MIN_LITERAL:
+            continue  # a short message raised as another class is likely someone else's text
+        score = matched + (0.5 if t.exception == short else 0) + (0.25 if pkg.name == engine else 0)
+        scored.append((score, t, partial))
+    if not scored:
+        return []
+    top = max(s for s, _, _ in scored)
+    best = [(t, p) for s, t, p in scored if s >= top - 0.01]
+    if sum(len(t.sites) for t, _ in best) > AMBIGUOUS:
+        return []
+    return best
+
+
+@lru_cache(maxsize=4096)
+def _compiled(text: str, parts: int | None) -> re.Pattern[str]:
+    from triage.catalogue.atlas import pattern
+
+    body = pattern(text, parts).pattern
+    more = r"(?:\s.*)?" if "\n" in text.strip() else ""
+    return re.compile(body + (more + _TRAIL if parts is None else r"\Z"), re.DOTALL)
+
+
+def _match(text: str, line: str) -> tuple[int, bool] | None:
+    """(literal characters matched, cut off?) when the template gives this message line."""
+    head = first_line(text)
+    if _compiled(text, None).fullmatch(line):
+        return len(literal(head)), False
+    # a message the log cut off: its end must fall inside the template, after enough of it
+    segs = segments(head)
+    for k in range(len(segs) - 1, 0, -1):
+        lit = len(literal("".join(segs[:k])))
+        if lit < MIN_PREFIX:
+            break
+        if _compiled(text, k).fullmatch(line) and (line.rstrip().endswith(("...", "…")) or len(line) >= 100):
+            return lit, True
+    return None
+
+
+def _release_index(pkg: PackageInfo, version: str | None) -> int | None:
+    """The atlas release a log's version falls in: that release, or the newest one before it
+    (a dev build or a patch the atlas does not list)."""
+    if not version:
+        return None
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        want = Version(version.lstrip("v"))
+    except InvalidVersion:
+        return None
+    best = None
+    for i, v in enumerate(pkg.versions):
+        if Version(v) <= want:
+            best = i
+    return best
+
+
+def _sites(hits: list[tuple[Template, bool]], f: Failure, env: Environment, atlas: Atlas) -> list[RaisedAt]:
+    frames = [fr.file.replace("\\", "/") for fr in reversed(f.frames)]
+    out: list[tuple[tuple, RaisedAt]] = []
+    for t, partial in hits:
+        pkg = atlas.packages[t.package]
+        vi = _release_index(pkg, env.version) if pkg.name == env.engine else None
+        for s in t.sites:
+            idx = [i for a, b, _ in s.runs for i in range(a, b + 1)]
+            run = next(((a, b, ln) for a, b, ln in s.runs if vi is not None and a <= vi <= b), None)
+            in_version = None if vi is None else run is not None
+            a, b, ln = run or s.runs[-1]
+            rel_i = vi if run is not None and vi is not None else b
+            release = pkg.versions[rel_i]
+            on_stack = next((k for k, fr in enumerate(frames) if fr.endswith("/" + s.file)), len(frames))
+            out.append(((in_version is False, on_stack, -rel_i), RaisedAt(
+                package=pkg.name, file=s.file, function=s.function, line=ln, release=release,
+                versions=span_text(pkg.versions, idx), exception=t.exception, template=t.text.replace(HOLE + "s", "{}")
+                .replace(HOLE + "d", "{}").replace(HOLE + "f", "{}"),
+                condition=s.condition or None, fields=list(s.names), flags=list(s.flags),
+                link=pkg.link(release, s.file, ln), in_version=in_version, partial=partial)))
+    out.sort(key=lambda x: x[0])
+    if any(r.in_version for _, r in out):
+        out = [x for x in out if x[1].in_version]  # the log's release picks the site
+    return [r for _, r in out[:MAX_SITES]]
+
+
+def running_values(r: RaisedAt, env: Environment) -> dict[str, Any]:
+    """The running value of each config field a site's guard or message reads, where the log
+    printed it."""
+    return {k: env.settings[k] for k in r.fields if k in env.settings}
+
