@@ -46,6 +46,7 @@ STAGES = {  # pipeline module -> its position in the run
     "triage.pipeline.parse": 2,  # its modules import each other: one stage
     "triage.pipeline.match": 3,
     "triage.pipeline.hints": 4,
+    "triage.pipeline.fit": 5,  # every advice source checked against the log (recommend calls it)
     "triage.pipeline.recommend": 5,
     "triage.pipeline.redact": 6,
     "triage.pipeline.secret_rules": 6,  # the rule table redact applies

@@ -352,9 +352,10 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
     out.append(f"**Verdict:** unknown failure: {_code_inline(f.exception)}{msg}, {where(f)}{phase}. "
                f"No specific catalogue signature matches{generic}; the frames, the fingerprint and a "
                f"catalogue skeleton command are below.")
-    if top is not None and top.workarounds:
-        out.append(f"**Do now:** {change(top.workarounds[0])}.")
-    engine = [h for h in f.hints if h.source == "engine-hint"]
+    first = next((w for w in top.workarounds if w.status == "recommended"), None) if top is not None else None
+    if first is not None:  # advice the log contradicts (not-applicable, already applied) is never "Do now"
+        out.append(f"**Do now:** {change(first)}.")
+    engine = [h for h in f.hints if h.source == "engine-hint" and h.status == "recommended"]
     if engine:
         out.append("**The engine's own suggestions:** " + "; ".join(
             _code_inline(h.action or "") for h in engine[:4]) + ". They are generic advice for this error, "

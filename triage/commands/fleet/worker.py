@@ -181,7 +181,8 @@ def add_report(tally: Tally, rep: Report, lf: LogFile, host: str | None, since: 
 def _add_advice(g: Group, finding: Finding) -> None:
     """The first workaround the log was offered (counted, the most offered one is the group's
     top workaround) and the signature's proper fix."""
-    offered = [w for w in finding.workarounds if w.status == "recommended"] or finding.workarounds
+    # only advice that fits the log (pipeline/fit.py): one it contradicts is never the group's top
+    offered = [w for w in finding.workarounds if w.status == "recommended"]
     if offered:
         w = offered[0]
         g.offer_workaround({"id": w.id, "title": w.title, "flags": list(w.flags), "remove_flags": list(w.remove_flags),
