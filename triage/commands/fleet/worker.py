@@ -17,6 +17,7 @@ from triage.catalogue.load import Catalogue, load_catalogue
 from triage.commands.fleet.board import Group, Tally
 from triage.commands.fleet.source import LogFile, is_url
 from triage.commands.fleet.when import from_mtime, real_time
+from triage.commands.many import filed
 from triage.core.models import Failure, Finding, Report
 from triage.pipeline.analyze import Options, analyze_file
 
@@ -140,14 +141,11 @@ def add_report(tally: Tally, rep: Report, lf: LogFile, host: str | None, since: 
     """One log's failures into the batch's groups: a failure counts once per occurrence, a log
     and a server once per group. A failure without a timestamp is placed at the file's mtime."""
     written = from_mtime(lf.mtime)
-    specific = {x.failure: x for x in rep.findings if x.failure is not None and not x.generic and not x.unlikely}
     mine: dict[str, tuple[Finding | None, list[tuple[Failure, datetime | None]]]] = {}
-    for i, f in enumerate(rep.failures):
+    for key, f, finding in filed(rep):  # the same rule as `analyze DIR` (commands/many.py)
         when = real_time(f.time, lf.mtime) or written
         if since is not None and when is not None and when < since:
             continue
-        finding = specific.get(i)
-        key = finding.signature if finding is not None else f"fingerprint:{f.fingerprint}"
         mine.setdefault(key, (finding, []))[1].append((f, when))
     if mine:
         tally.with_failure += 1
