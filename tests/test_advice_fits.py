@@ -330,3 +330,28 @@ def test_linter_holds_on_the_cases_of_this_file(tmp_path, catalogue, text):
 
     rep = analyze_file(str(_log(tmp_path, text)), catalogue, Options(workers=1))
     assert violations(rep, redact_report(rep), catalogue) == []
+
+
+def test_catalogue_check_reads_the_new_fields(tmp_path):
+    from pydantic import ValidationError
+
+    from triage.catalogue.models import WorkaroundSpec
+    from triage.commands.catalogue.check import _fit_problems
+
+    base = {"id": "x-y", "engine": "vllm", "title": "A title", "flags": {"add": ["--max-model-len auto"]},
+            "cost": "ten characters at least", "auto": True}
+    with pytest.raises(ValidationError):
+        WorkaroundSpec.model_validate({**base, "phases": ["booting"]})
+    with pytest.raises(ValidationError):
+        WorkaroundSpec.model_validate({**base, "versions": "new enough"})
+    with pytest.raises(ValidationError):
+        WorkaroundSpec.model_validate({**base, "points_at": "(unclosed"})
+
+    class Cat:  # the two attributes _fit_problems reads
+        workarounds = {"a-b": WorkaroundSpec.model_validate({**base, "id": "a-b", "engine": "docker", "flags": {},
+                                                            "env": {"X": "1"}, "versions": ">=1"}),
+                       "c-d": WorkaroundSpec.model_validate({**base, "id": "c-d", "phases": ["serving", "serving"]})}
+        workaround_paths = {"a-b": "a.yaml", "c-d": "c.yaml"}
+
+    problems = _fit_problems(Cat())  # type: ignore[arg-type]
+    assert [p for p, _ in problems] == ["a.yaml", "c.yaml"]

@@ -31,6 +31,7 @@ from triage.core.models import Failure, Report, Workaround
 from triage.pipeline.match import PATTERN_TIMEOUT
 
 NOT_APPLICABLE = "not-applicable"
+APPLIED = "\0applied:"  # _value_rule's answer for a value the server already runs (not a misfit)
 
 # the phase machine's names (parse/timeline.py) in the three a workaround can declare
 PHASE_OF = {"starting": "start-up", "loading weights": "start-up", "allocating KV cache": "start-up",
@@ -140,8 +141,8 @@ def _value_rule(w: Workaround, spec: WorkaroundSpec | None, idx: FlagIndex | Non
         info = idx.get(parts[0]) if idx is not None else None
         name = info.dest if info is not None else flag_name(parts[0]).lstrip("-").replace("-", "_")
         if way is None:
-            if want == cur:
-                return f"the server already runs {name}={have}"
+            if want == cur:  # the very value the server runs: applied already, not a change to make
+                return f"{APPLIED}{name}={have}"
             continue
         wrong = want >= cur if way == "lower" else want <= cur
         if not wrong:
@@ -238,6 +239,8 @@ def judge(w: Workaround, spec: WorkaroundSpec | None, report: Report, failure: F
     if why is None and mine and w.status == "recommended":
         why = _value_rule(w, spec, idx, env.settings)
         off = _switch_rule(w, idx, env.settings) if why is None else None
+        if why is not None and why.startswith(APPLIED):
+            off, why = why[len(APPLIED):], None
         if off is not None:
             w.status = "already-applied"
             w.note = f"already in the running configuration ({off}); it did not prevent this failure"

@@ -337,6 +337,7 @@ DEATH_REPORT = regex.compile(
 DEAD_NAMES = regex.compile(r"EngineDead|DeadError|EngineCoreDead|SchedulerDead")
 CAUSE_SPAN = 200  # lines from a failure's end to a death report for the report to be about it
 MIN_QUOTE = 16  # characters of a failure's message another must quote to be its wrapper
+LOOK_BACK = 16  # earlier failures a wrapper or death report is compared with (the nearest ones)
 
 
 def _quote(f: Failure) -> str | None:
@@ -361,7 +362,7 @@ def consequence_links(failures: list[Failure], known: dict[int, set[str]]) -> di
     for pos, j in enumerate(order):
         f = failures[j]
         texts = [f.message, *(c.message for c in f.chain), f.cause.message if f.cause else ""]
-        earlier = order[:pos]
+        earlier = order[max(0, pos - LOOK_BACK):pos]  # bounded: 10,000 tracebacks stay linear work
         cause, why = None, ""
         for i in reversed(earlier):  # the latest earlier failure whose message it quotes
             q = _quote(failures[i])
