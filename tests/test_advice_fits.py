@@ -161,7 +161,7 @@ def test_unknown_scheduler_exception_is_not_told_to_scroll_up_to_itself(tmp_path
     log = _log(tmp_path, UNKNOWN_SCHEDULER)
     _, doc = _json(log)
     w = next(w for w in _all_workarounds(doc) if w["id"] == "sglang-read-first-rank-error")
-    assert w["status"] == NOT_APPLICABLE and "already shows" in w["note"]
+    assert w["status"] == NOT_APPLICABLE and "already shows (line 2, with failure 1)" in w["note"]
     assert "Scroll up" not in _do_now(_md(str(log)))
 
 

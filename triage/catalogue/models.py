@@ -15,6 +15,19 @@ def _env_strings(v: Any) -> Any:
     return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else v
 
 
+def _pep440(v: str | None) -> str | None:
+    """A release range (`affects:`, `versions:`) must be a PEP 440 specifier."""
+    if v is not None:
+        # imported here: a run that reads the catalogue from its cache never validates
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(v)
+        except InvalidSpecifier:
+            raise ValueError(f"{v!r} is not a PEP 440 version specifier") from None
+    return v
+
+
 class Strict(BaseModel):
     # the schema is built on first validation: a run that reads the catalogue from its cache
     # never validates, so it never pays for building it
@@ -88,17 +101,7 @@ class WorkaroundSpec(Strict):
 
     _env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env_strings(v)))
 
-    @field_validator("versions")
-    @classmethod
-    def _versions(cls, v: str | None) -> str | None:
-        if v is not None:
-            from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-            try:
-                SpecifierSet(v)
-            except InvalidSpecifier:
-                raise ValueError(f"{v!r} is not a PEP 440 version specifier") from None
-        return v
+    _versions = field_validator("versions")(classmethod(lambda cls, v: _pep440(v)))
 
     @field_validator("points_at")
     @classmethod
@@ -180,18 +183,7 @@ class SignatureSpec(Strict):
                 raise ValueError(f"keyword {k!r} is too short to prefilter with (4 characters at least)")
         return v
 
-    @field_validator("affects")
-    @classmethod
-    def _specifier(cls, v: str | None) -> str | None:
-        if v is not None:
-            # imported here: a run that reads the catalogue from its cache never validates
-            from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-            try:
-                SpecifierSet(v)
-            except InvalidSpecifier:
-                raise ValueError(f"{v!r} is not a PEP 440 version specifier") from None
-        return v
+    _specifier = field_validator("affects")(classmethod(lambda cls, v: _pep440(v)))
 
     @field_validator("fixed_in", mode="before")
     @classmethod

@@ -166,16 +166,10 @@ def _switch_rule(w: Workaround, idx: FlagIndex | None, settings: dict[str, Any])
     if w.source == "catalogue" or not (w.flags or w.remove_flags) or idx is None:
         return None
     said = []
-    for f in w.remove_flags:
+    for f, want_on in [*((f, False) for f in w.remove_flags), *((f, True) for f in w.flags)]:
         info = idx.get(f)
         present, have = setting(f, idx, settings)
-        if info is None or info.takes_value is not False or not present or _on(have) is not False:
-            return None
-        said.append(f"{info.dest}={have}")
-    for f in w.flags:
-        info = idx.get(f)
-        present, have = setting(f, idx, settings)
-        if info is None or info.takes_value is not False or not present or _on(have) is not True:
+        if info is None or info.takes_value is not False or not present or _on(have) is not want_on:
             return None
         said.append(f"{info.dest}={have}")
     return ", ".join(said) if said else None
@@ -208,13 +202,16 @@ def _points_rule(spec: WorkaroundSpec | None, report: Report) -> str | None:
     if spec is None or not spec.points_at:
         return None
     for n, f in enumerate(report.failures, 1):
-        for text in [f.message, *(e.text for e in f.raw[:3])]:
+        # its own lines, and the wrappers folded into it (shown under it as its consequences)
+        shown = [(f.line, f.message), *((e.line, e.text) for e in f.raw[:3]),
+                 *((c.line, c.message) for c in f.consequences)]
+        for line, text in shown:
             try:
                 hit = regex.search(spec.points_at, text, timeout=PATTERN_TIMEOUT)
             except TimeoutError:
                 hit = None
             if hit:
-                return f"it points at a line the report already shows (failure {n}, line {f.line})"
+                return f"it points at a line the report already shows (line {line}, with failure {n})"
     return None
 
 
