@@ -12,7 +12,10 @@ from conftest import ROOT, run_cli
 
 from triage.catalogue.flags import flag_index, flag_name
 from triage.core.models import Report
-from triage.pipeline.fit import NOT_APPLICABLE, failure_phase, setting, unresolved
+from triage.pipeline.fit import NOT_APPLICABLE, _points_rule, failure_phase, setting, unresolved
+
+# statuses under which a workaround is still put to the reader as something to do
+OFFERED = ("recommended", "conflicting")
 
 SERVING_NCCL = """\
 [2026-11-30 08:00:01] server_args=ServerArgs(model_path='/models/Llama-3.1-70B-Instruct', tp_size=8, mem_fraction_static=0.85, dist_timeout=None, enable_torch_compile=False, port=30000)
@@ -251,7 +254,7 @@ def violations(rep: Report, red: Report, cat) -> list[str]:  # noqa: ANN001 - a 
     from packaging.specifiers import SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    from triage.pipeline.parse.failures import _quote
+    from triage.pipeline.parse.failures import CAUSE_SPAN, DEATH_REPORT, _quote
 
     out: list[str] = []
     env = rep.environment
@@ -262,7 +265,9 @@ def violations(rep: Report, red: Report, cat) -> list[str]:  # noqa: ANN001 - a 
         for w in x.workarounds:
             spec = cat.workarounds.get(w.id) if w.source == "catalogue" else None
             mine = spec is None or spec.engine == env.engine
-            if w.status == "recommended":
+            if w.status in OFFERED:
+                if spec is not None and spec.points_at and _points_rule(spec, rep) is not None:
+                    out.append(f"{w.id}: points at a line the report already shows")
                 if spec is not None and spec.phases and phase is not None and phase not in spec.phases:
                     out.append(f"{w.id}: recommended while {phase}, declared for {spec.phases}")
                 if mine and idx is not None and env.version:
@@ -293,10 +298,15 @@ def violations(rep: Report, red: Report, cat) -> list[str]:  # noqa: ANN001 - a 
     for pos, j in enumerate(ordered):
         if j in specific:
             continue
+        fj = rep.failures[j]
         for i in ordered[:pos]:
             q = _quote(rep.failures[i])
-            if q is not None and q in rep.failures[j].message:
+            if q is not None and q in fj.message:
                 out.append(f"failure {j + 1} is a separate unknown failure quoting failure {i + 1}")
+        if pos and DEATH_REPORT.match(fj.message.strip()):
+            p = rep.failures[ordered[pos - 1]]
+            if fj.line - max(p.end_line or p.line, p.line) <= CAUSE_SPAN and not DEATH_REPORT.match(p.message.strip()):
+                out.append(f"failure {j + 1} is a separate unknown failure reporting a death after another")
     for x in red.findings:
         if "[REDACTED]" in x.signature + x.title:
             out.append(f"{x.signature}: catalogue text masked")
