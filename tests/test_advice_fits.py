@@ -143,9 +143,12 @@ def test_engine_hints_are_checked_against_the_running_values(tmp_path):
     for w in _all_workarounds(doc):
         if w["status"] == "recommended":
             assert "--mem-fraction-static 0.8" not in w["flags"]
-    lower = next((w for w in _all_workarounds(doc) if w["id"] == "sglang-lower-mem-fraction-static"), None)
-    if lower is not None:  # 0.75 below the running 0.8: offered, never "already applied"
-        assert lower["status"] == "recommended" and lower["flags"] == ["--mem-fraction-static 0.75"]
+    lower = next(w for w in _all_workarounds(doc) if w["id"] == "sglang-lower-mem-fraction-static")
+    # 0.75 below the running 0.8: offered, never "already applied"
+    assert lower["status"] == "recommended" and lower["flags"] == ["--mem-fraction-static 0.75"]
+    md = _md(str(tmp_path / "serve.log"))
+    assert "**Do now:** add `--mem-fraction-static 0.75`" in md
+    assert "**Already applied:** without --enable-torch-compile" in md
 
 
 def test_lower_value_is_never_already_applied_when_the_server_runs_higher(catalogue):

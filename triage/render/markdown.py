@@ -304,6 +304,11 @@ def _headline(r: Report) -> str:
     return ", ".join(parts)
 
 
+def _applied_words(w: Workaround) -> str:
+    """What is already so, in the words of the change: flags, env, or the flags it goes without."""
+    return (" ".join(w.flags + w.env) or " ".join(f"without {f}" for f in w.remove_flags) or w.title)
+
+
 def _non_default(r: Report) -> str:
     return " ".join(r.environment.launch_args)[:1500]
 
@@ -333,7 +338,7 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
         rec = next((w for w in top.workarounds if w.status == "recommended"), None)
         if rec is not None:
             out.append(f"**Do now:** {change(rec)}. Cost: {_sentence(rec.measured_cost or rec.cost)}")
-        applied = [" ".join(w.flags + w.env) or w.title for w in top.workarounds if w.status == "already-applied"]
+        applied = [_applied_words(w) for w in top.workarounds if w.status == "already-applied"]
         if applied:
             out.append(f"**Already applied:** {inline(', '.join(applied))}; it did not prevent this failure.")
         fix = properfix(top)
@@ -394,7 +399,7 @@ def render_markdown(r: Report) -> str:
     top_failure = r.failures[top.failure] if top is not None and top.failure is not None else None
     applied = []
     if top is not None:
-        applied = [" ".join(w.flags + w.env) or w.title for w in top.workarounds if w.status == "already-applied"]
+        applied = [_applied_words(w) for w in top.workarounds if w.status == "already-applied"]
     env_rows = [(label, getattr(r.environment, key)) for label, key in _ENV_ROWS
                 if getattr(r.environment, key) not in (None, "") and key != "version"]
     tpl = _template()
