@@ -248,7 +248,9 @@ def test_already_applied_is_never_claimed_from_an_unresolved_value():
 # -- the report linter: the rules above as invariants over every corpus case and example --------
 
 def _cases() -> list[Path]:
-    return sorted((ROOT / "tests" / "corpus" / "cases").glob("*.log")) + sorted((ROOT / "examples").glob("*.log"))
+    """Every corpus case, every example, and the suite's own fixture logs."""
+    return [*sorted((ROOT / "tests" / "corpus" / "cases").glob("*.log")), *sorted((ROOT / "examples").glob("*.log")),
+            *sorted((ROOT / "tests" / "fixtures").glob("*.log"))]
 
 
 def violations(rep: Report, red: Report, cat) -> list[str]:  # noqa: ANN001 - a Catalogue
@@ -368,3 +370,19 @@ def test_catalogue_check_reads_the_new_fields(tmp_path):
 
     problems = _fit_problems(Cat())  # type: ignore[arg-type]
     assert [p for p, _ in problems] == ["a.yaml", "c.yaml"]
+
+
+def test_an_engine_hint_naming_two_flags_takes_each_flags_own_examples():
+    from triage.core.models import Environment, Failure, Report, Workaround
+    from triage.pipeline.fit import judge
+
+    text = ("2. if it is an OOM problem, set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7) "
+            "or set --cuda-graph-max-bs-prefill to a smaller value (e.g., 2048)")
+    env = Environment(engine="sglang", settings={"mem_fraction_static": 0.8, "cuda_graph_max_bs_prefill": 2048})
+    rep = Report(source="x", environment=env, failures=[Failure(kind="traceback", exception="E", line=1)])
+    h = Workaround(id="engine-hint-1", title="t", source="engine-hint", action=text,
+                   flags=["--mem-fraction-static 0.8", "--cuda-graph-max-bs-prefill 2048"])
+    judge(h, None, rep, rep.failures[0], flag_index("sglang"))
+    # 0.7 for the fraction; the prefill bound has no example below 2048: the hint does not fit
+    assert h.flags[0] == "--mem-fraction-static 0.7"
+    assert h.status == NOT_APPLICABLE and "cuda_graph_max_bs_prefill" in (h.note or "")

@@ -42,6 +42,7 @@ _LOWER = re.compile(r"(?i)\b(?:smaller|lower|decrease|reduce|less)\b")
 _HIGHER = re.compile(r"(?i)\b(?:larger|higher|increase|raise|more|bigger)\b")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _EXAMPLES = re.compile(r"(?i)\(e\.g\.,?\s*([^)]*)\)")
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")
 
 
 def unresolved(value: Any) -> bool:  # noqa: ANN401 - a printed setting of any type
@@ -108,12 +109,17 @@ def direction(w: Workaround, spec: WorkaroundSpec | None) -> str | None:
     return None
 
 
-def _examples(text: str | None) -> list[float]:
-    """The values an engine's hint gives as examples: "(e.g., 0.8 or 0.7)"."""
-    if not text:
+def _examples(text: str | None, flag: str) -> list[float]:
+    """The values an engine's hint gives as examples for `flag`: the "(e.g., 0.8 or 0.7)" after
+    its name (one hint can name two flags, each with its own examples)."""
+    at = text.find(flag_name(flag)) if text else -1
+    if text is None or at < 0:
         return []
-    m = _EXAMPLES.search(text)
-    return [float(x) for x in _NUMBER.findall(m.group(1))] if m else []
+    m = _EXAMPLES.search(text, at)
+    nxt = _FLAG.search(text, at + len(flag_name(flag)))
+    if m is None or (nxt is not None and nxt.start() < m.start()):
+        return []  # the next example belongs to another flag
+    return [float(x) for x in _NUMBER.findall(m.group(1))]
 
 
 def _fmt(v: float, like: Any) -> str:  # noqa: ANN401
@@ -148,7 +154,7 @@ def _value_rule(w: Workaround, spec: WorkaroundSpec | None, idx: FlagIndex | Non
         if not wrong:
             continue
         # the engine's examples ("e.g., 0.8 or 0.7"): the first one past the running value
-        better = [x for x in _examples(w.action) if (x < cur if way == "lower" else x > cur)]
+        better = [x for x in _examples(w.action, parts[0]) if (x < cur if way == "lower" else x > cur)]
         if w.source != "catalogue" and better:
             pick = max(better) if way == "lower" else min(better)
             w.flags[i] = f"{parts[0]} {_fmt(pick, have)}"
