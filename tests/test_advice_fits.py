@@ -121,6 +121,11 @@ def test_serving_nccl_timeout_is_not_told_to_raise_the_timeout(tmp_path):
     w = next(w for w in _all_workarounds(doc) if w["id"] == "sglang-raise-dist-timeout")
     assert w["status"] == NOT_APPLICABLE and "serving" in w["note"]
     assert "--dist-timeout" not in _do_now(_md(str(log)))
+    # an excerpt without start-up milestones: the load lines before the crash say it was serving
+    excerpt = "\n".join(ln for ln in SERVING_NCCL.splitlines() if "Load weight" not in ln and "fired up" not in ln)
+    _, doc = _json(_log(tmp_path, excerpt + "\n", "excerpt.log"))
+    w = next(w for w in _all_workarounds(doc) if w["id"] == "sglang-raise-dist-timeout")
+    assert w["status"] == NOT_APPLICABLE
 
 
 def test_max_model_len_auto_is_not_offered_before_vllm_0_14():
@@ -386,3 +391,18 @@ def test_an_engine_hint_naming_two_flags_takes_each_flags_own_examples():
     # 0.7 for the fraction; the prefill bound has no example below 2048: the hint does not fit
     assert h.flags[0] == "--mem-fraction-static 0.7"
     assert h.status == NOT_APPLICABLE and "cuda_graph_max_bs_prefill" in (h.note or "")
+
+
+def test_nccl_timeout_at_start_up_still_gets_the_longer_timeout(tmp_path):
+    """The phase rule must not overreach: SeqNum=2 right after the weights loaded on one node is a
+    slow rank, for which SGLang's maintainers advise --dist-timeout 3600."""
+    log = "\n".join([
+        SERVING_NCCL.splitlines()[0], SERVING_NCCL.splitlines()[1],
+        "[rank1]:[E1130 08:11:38.928019586 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600049 "
+        "milliseconds before timing out.", ""])
+    path = _log(tmp_path, log)
+    _, doc = _json(path)
+    w = next(w for w in _all_workarounds(doc) if w["id"] == "sglang-raise-dist-timeout")
+    assert w["status"] == "recommended"
+    assert "--dist-timeout 3600" in _do_now(_md(str(path)))
