@@ -23,7 +23,9 @@ FILES = {"max-seq-len": "vllm-v1-max-seq-len.log", "segfault": "segfault-killed.
          "oom-gz": "vllm-v0-interleaved-oom.log", "hub": "python-direct-cause.log",
          "oom-killer": "sglang-chained-capture-k8s.log"}
 SIGNATURES = {"max-seq-len": "vllm-max-seq-len-exceeds-kv-cache", "segfault": "system-segfault",
-              "oom-gz": "torch-cuda-out-of-memory", "hub": "hub-repo-not-found", "oom-killer": "system-oom-killer"}
+              "oom-gz": "torch-cuda-out-of-memory", "hub": "hub-repo-not-found",
+              # a capture failure the shell then reports Killed: filed under its cause, as `analyze` names it
+              "oom-killer": "sglang-torch-compile-stream-capturing"}
 
 
 @dataclass

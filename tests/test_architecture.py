@@ -47,6 +47,7 @@ STAGES = {  # pipeline module -> its position in the run
     "triage.pipeline.match": 3,
     "triage.pipeline.hints": 4,
     "triage.pipeline.locate": 4,  # the source atlas's sites, once the failures are final
+    "triage.pipeline.fit": 5,  # every advice source checked against the log (recommend calls it)
     "triage.pipeline.recommend": 5,
     "triage.pipeline.redact": 6,
     "triage.pipeline.secret_rules": 6,  # the rule table redact applies

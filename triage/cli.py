@@ -229,7 +229,7 @@ def fleet(
     verbose: VerboseOpt = False,
 ) -> None:
     """A leaderboard of the failures across a whole log archive: which hit the most servers, where, since when, and what to do."""
-    from triage.commands.fleet.render import leaderboard, render
+    from triage.commands.fleet.render import IDS, leaderboard, render
     from triage.commands.fleet.run import FleetOptions, run_fleet
     from triage.commands.fleet.source import holds
     from triage.commands.fleet.when import parse_since
@@ -246,7 +246,7 @@ def fleet(
     when = parse_since(since) if since is not None else None
     opts = FleetOptions(ray=ray, since=when, jobs=njobs, batch=batch, catalogue_dirs=s.catalogues(catalogue))
     tally = run_fleet(source, opts)
-    doc = out.data(leaderboard(tally, source, when))
+    doc = out.data(leaderboard(tally, source, when), keep=IDS)
     write_output(render(doc, fmt), output, markdown=fmt == "markdown")
     if tally.failed:
         out.error(f"{tally.failed} log(s) could not be analysed (listed in the report)")

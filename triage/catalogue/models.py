@@ -15,6 +15,19 @@ def _env_strings(v: Any) -> Any:
     return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else v
 
 
+def _pep440(v: str | None) -> str | None:
+    """A release range (`affects:`, `versions:`) must be a PEP 440 specifier."""
+    if v is not None:
+        # imported here: a run that reads the catalogue from its cache never validates
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(v)
+        except InvalidSpecifier:
+            raise ValueError(f"{v!r} is not a PEP 440 version specifier") from None
+    return v
+
+
 class Strict(BaseModel):
     # the schema is built on first validation: a run that reads the catalogue from its cache
     # never validates, so it never pays for building it
@@ -75,8 +88,36 @@ class WorkaroundSpec(Strict):
     # may `triage run --retry` apply it unattended? None: the entry does not say (entries from
     # before the field, or from other catalogues), which counts as no; `catalogue check` flags it
     auto: bool | None = None
+    # the phases of the server in which the change can help (a longer process-group timeout only
+    # helps a rank that is slow to start, not a hang after hours of serving); empty: any phase
+    phases: list[Literal["start-up", "capture", "serving"]] = Field(default_factory=list)
+    # the engine releases that accept this spelling (a PEP 440 specifier: `--max-model-len auto`
+    # is vLLM >= 0.14 though the flag is older); outside it the workaround is not offered
+    versions: str | None = None
+    # a diagnosis step that sends the reader to a line ("scroll up to the first 'Scheduler hit an
+    # exception'"): the regex of that line; when the report already shows a failure whose lines
+    # match it, the step points at what the reader is looking at and is not offered
+    points_at: str | None = None
 
     _env = field_validator("env", mode="before")(classmethod(lambda cls, v: _env_strings(v)))
+
+    _versions = field_validator("versions")(classmethod(lambda cls, v: _pep440(v)))
+
+    @field_validator("points_at")
+    @classmethod
+    def _points_at(cls, v: str | None) -> str | None:
+        if v is not None:
+            import regex
+
+            from triage.catalogue.expansion import PatternTooLarge, compile_checked
+
+            try:  # a catalogue's regex on log text: sized before compiling, like the patterns
+                compile_checked(v)
+            except regex.error as e:
+                raise ValueError(f"points_at is not a valid regex: {e}") from None
+            except PatternTooLarge as e:
+                raise ValueError(f"points_at: {e}") from None
+        return v
 
     @model_validator(mode="after")
     def _does_something(self) -> WorkaroundSpec:
@@ -142,18 +183,7 @@ class SignatureSpec(Strict):
                 raise ValueError(f"keyword {k!r} is too short to prefilter with (4 characters at least)")
         return v
 
-    @field_validator("affects")
-    @classmethod
-    def _specifier(cls, v: str | None) -> str | None:
-        if v is not None:
-            # imported here: a run that reads the catalogue from its cache never validates
-            from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-            try:
-                SpecifierSet(v)
-            except InvalidSpecifier:
-                raise ValueError(f"{v!r} is not a PEP 440 version specifier") from None
-        return v
+    _specifier = field_validator("affects")(classmethod(lambda cls, v: _pep440(v)))
 
     @field_validator("fixed_in", mode="before")
     @classmethod

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from triage.catalogue.load import Catalogue
-from triage.core.models import Finding, Report
+from triage.core.models import Failure, Finding, Report
 from triage.core.record import Record
 from triage.pipeline.analyze import Options, analyze_file
 
@@ -81,19 +81,28 @@ def analyze_many(paths: list[str], cat: Catalogue, opts: Options, jobs: int = 0)
     return reports, errors
 
 
+def filed(rep: Report) -> list[tuple[str, Failure, Finding | None]]:
+    """The one grouping rule of `analyze DIR` and `fleet` (tests/test_advice_fits.py holds them to
+    it): each failure under the best-ranked specific finding that explains it (the findings are
+    ranked best first: the first one wins, never the last), else under its fingerprint. A
+    consequence (a wrapper, an "engine died" line) is already folded into its cause by the
+    pipeline, so it is never a group of its own."""
+    specific: dict[int, Finding] = {}
+    for x in rep.findings:
+        if x.failure is not None and not x.generic and not x.unlikely:
+            specific.setdefault(x.failure, x)
+    out = []
+    for i, f in enumerate(rep.failures):
+        finding = specific.get(i)
+        out.append((finding.signature if finding is not None else f"fingerprint:{f.fingerprint}", f, finding))
+    return out
+
+
 def summarise(reports: list[Report], errors: dict[str, str] | None = None) -> Summary:
     groups: dict[str, Group] = {}
     for rep in reports:
-        specific: dict[int, Finding] = {}
-        for x in rep.findings:  # ranked best first: a failure is filed under its best finding
-            if x.failure is not None and not x.generic and not x.unlikely:
-                specific.setdefault(x.failure, x)
-        for i, f in enumerate(rep.failures):
-            finding = specific.get(i)
-            if finding is not None:
-                key, title = finding.signature, finding.title
-            else:
-                key, title = f"fingerprint:{f.fingerprint}", f"{f.exception}: {f.message}"[:160]
+        for key, f, finding in filed(rep):
+            title = finding.title if finding is not None else f"{f.exception}: {f.message}"[:160]
             g = groups.get(key)
             if g is None:
                 g = groups[key] = Group(key=key, title=title, signature=finding.signature if finding else None,

@@ -42,13 +42,14 @@ class Output:
 
         return redact_report(report, ips=self.ips)
 
-    def data(self, value: Any) -> Any:
-        """Plain data written as JSON (events, summaries, plans)."""
+    def data(self, value: Any, keep: frozenset[str] = frozenset()) -> Any:
+        """Plain data written as JSON (events, summaries, plans); `keep`: names of triage's own
+        values (catalogue ids, fingerprints) that are never log text, left unmasked."""
         if not self.redact:
             return value
         from triage.pipeline.redact import redact_data
 
-        return redact_data(value, ips=self.ips)
+        return redact_data(value, ips=self.ips, keep=keep)
 
     def text(self, value: str) -> str:
         if not self.redact:

@@ -67,6 +67,18 @@ class RaisedAt(Record):
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
+class Consequence(Record):
+    """An error that only followed a failure: it quotes or wraps the failure's message, or only
+    says that an engine or worker died after it. Folded into that failure, never a failure of
+    its own (it would be counted and titled as a second, unknown one)."""
+
+    exception: str
+    message: str = ""
+    line: int
+    why: str = ""  # "quotes its message" | "reports that the engine or a worker died after it"
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
 class Failure(Record):
     """One distinct failure; the same traceback printed by N ranks is one Failure."""
 
@@ -95,6 +107,9 @@ class Failure(Record):
     count: int = 1  # how many times this failure was printed (request-level errors repeat)
     last_line: int | None = None  # where it was printed last, when it was printed more than once
     raised_at: list[RaisedAt] = field(default_factory=list)  # the source atlas's sites for its message
+    # the errors that followed from this one (wrappers quoting it, "engine core died" reports),
+    # folded in: `cause` above is the exception chained inside this one's traceback
+    consequences: list[Consequence] = field(default_factory=list)
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -108,7 +123,9 @@ class Workaround(Record):
     env: list[str] = field(default_factory=list)
     action: str | None = None
     cost: str = ""
-    status: str = "recommended"  # recommended | already-applied | renamed | conflicting
+    # recommended | already-applied | renamed | conflicting | not-applicable (the log contradicts
+    # it: another phase, another release, a value the server already runs; `note` says why)
+    status: str = "recommended"
     note: str | None = None
     measured_cost: str | None = None
     source: str = "catalogue"  # catalogue | engine-hint

@@ -122,6 +122,7 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
                             "and new ones in between skipped")
     _failures_from_findings(report, by_no)
     classify(report.failures, lines, res.last_serving)
+    _fold_consequences(report)
     _order_failures(report)
     locate(report.failures, env)
     messages = {no: ln.message for no, ln in by_no.items()}
@@ -255,6 +256,47 @@ def _timeline(res: ScanResult, lines: list, by_no: dict, failures: list[Failure]
         if load.prefill_window:  # only the window before the crash was counted (pipeline/prefill.py)
             timeline.prefix_cache["window_mib"] = round(load.prefill_window / (1 << 20), 3)
     return timeline
+
+
+def _fold_consequences(report: Report) -> None:
+    """An error that only wraps, quotes or reports the death caused by an earlier failure joins
+    that failure (its `consequences`, its lines in `followed_by`): counted, titled and grouped once,
+    in `analyze`, the many-log summary and `fleet` alike. A cause the engine died of is
+    process-level even when a request handler printed it."""
+    from triage.core.models import Consequence
+    from triage.pipeline.parse.failures import consequence_links
+
+    known: dict[int, set[str]] = {}
+    for x in report.findings:
+        if x.failure is not None and not x.generic and x.unlikely is None:
+            known.setdefault(x.failure, set()).add(x.signature)
+    links = consequence_links(report.failures, known)
+    if not links:
+        return
+    for j, (i, why) in sorted(links.items(), key=lambda kv: report.failures[kv[0]].line):
+        f, cause = report.failures[j], report.failures[i]
+        cause.consequences.append(Consequence(exception=f.exception, message=f.message, line=f.line, why=why))
+        if len(cause.followed_by) < 8:
+            cause.followed_by.append(f.raw[0] if f.raw else Evidence(line=f.line, text=f.message))
+        if f.fatal and not cause.fatal:
+            cause.fatal, cause.severity_reason = True, f"the engine died right after it (line {f.line})"
+    keep = [k for k in range(len(report.failures)) if k not in links]
+    remap = {old: new for new, old in enumerate(keep)}
+    for j, (i, _why) in links.items():
+        remap[j] = remap[i]
+    report.failures = [report.failures[k] for k in keep]
+    seen: set[tuple[int | None, str]] = set()
+    findings = []
+    for x in report.findings:
+        if x.failure is not None:
+            x.failure = remap[x.failure]
+    explained = {x.failure for x in report.findings if x.failure is not None and not x.generic and x.unlikely is None}
+    for x in report.findings:  # ranked: a consequence's finding joins its cause unless it has it
+        if (x.failure, x.signature) in seen or (x.generic and x.failure in explained):
+            continue
+        seen.add((x.failure, x.signature))
+        findings.append(x)
+    report.findings = findings
 
 
 def _order_failures(report: Report) -> None:

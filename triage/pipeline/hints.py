@@ -94,13 +94,22 @@ def _known() -> list[tuple[re.Pattern[str], re.Pattern[str], str, list[str], str
     return out
 
 
-def cite(text: str, engine: str | None) -> str | None:
-    """The engine source file that prints exactly this hint, if known."""
+def cite(text: str, engine: str | None, frames: list[str] | None = None) -> str | None:
+    """The engine source file that prints exactly this hint, if known. Several files print the
+    same words (a CPU and a CUDA graph runner): the one in the failure's frames, else all of them,
+    never the first one listed as if it were the one."""
     norm = _norm(text)
+    found: list[str] = []
     for rx, _shape_rx, _shape, _flags, eng, source in _known():
-        if (engine is None or eng == engine) and rx.fullmatch(norm):
-            return source
-    return None
+        if (engine is None or eng == engine) and rx.fullmatch(norm) and source not in found:
+            found.append(source)
+    if len(found) <= 1:
+        return found[0] if found else None
+    files = [fr.replace("\\", "/") for fr in frames or []]
+    mine = [src for src in found if any(f.endswith(src.split(":", 1)[0].split("/", 1)[-1]) for f in files)]
+    if len(mine) == 1:
+        return mine[0]
+    return "one of " + ", ".join(found)
 
 
 def recognised(text: str, engine: str | None) -> bool:
@@ -188,7 +197,7 @@ def hints_for(failure: Failure, engine: str | None, version: str | None,
                 notes.append(f"{f} is not a flag of {engine}")
             elif status in ("removed", "not-yet"):
                 notes.append(detail or f)
-        source = cite(text, engine)
+        source = cite(text, engine, [fr.file for fr in failure.frames])
         if source:
             where += f" by {source}"
         out.append(Workaround(

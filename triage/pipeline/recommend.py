@@ -18,6 +18,7 @@ from triage.catalogue.models import ValueRule, WorkaroundSpec
 from triage.core.load_summary import LoadSummary
 from triage.core.models import Environment, Finding, Report, Workaround
 from triage.core.shellwords import split_command
+from triage.pipeline.fit import fit_report, unresolved
 from triage.pipeline.match import PATTERN_TIMEOUT
 from triage.pipeline.prefill import size_text
 
@@ -56,13 +57,17 @@ def _flag_value(spec: str) -> str | None:
     return parts[1] if len(parts) > 1 else None
 
 
-def _already_applied(w: WorkaroundSpec, idx: FlagIndex | None, settings: dict[str, Any]) -> str | None:
+def _already_applied(w: WorkaroundSpec, idx: FlagIndex | None, settings: dict[str, Any],
+                     flags_add: list[str] | None = None) -> str | None:
+    """Whether the running configuration already has this change. `flags_add`: the flags as
+    offered (a value computed for this server, not the catalogue's example value); a value the
+    server resolves at start-up (`auto`, None) says nothing either way."""
     if not settings or not (w.flags.add or w.flags.remove) or w.env:
         return None
     reasons = []
-    for f in w.flags.add:
+    for f in w.flags.add if flags_add is None else flags_add:
         present, have = _setting_for(f, idx, settings)
-        if not present:
+        if not present or (_flag_value(f) is not None and unresolved(have)):
             return None
         want = _flag_value(f)
         if want is None:
@@ -75,6 +80,9 @@ def _already_applied(w: WorkaroundSpec, idx: FlagIndex | None, settings: dict[st
         present, have = _setting_for(f, idx, settings)
         if present and have in (True, "True", "true", 1):
             return None
+        info = idx.get(f) if idx is not None else None
+        if present and unresolved(have) and (info is None or info.takes_value is not False):
+            return None  # `--kv-cache-dtype auto`: which dtype it became is not in the log
         reasons.append(f"{flag_name(f)} is off")
     return ", ".join(reasons) if reasons else None
 
@@ -137,6 +145,7 @@ def recommend(report: Report, cat: Catalogue, load: LoadSummary | None) -> None:
         finding.workarounds = _for_finding(finding, cat, env, idx, load, finding_text(report, finding))
         if finding.failure is not None and not finding.generic:
             _rank_hints(finding.workarounds, report.failures[finding.failure].hints)
+    fit_report(report, cat)  # every source of advice checked against the log, once
     report.patched_command = patched_command(report, cat)
 
 
@@ -228,7 +237,7 @@ def _for_finding(finding: Finding, cat: Catalogue, env: Environment, idx: FlagIn
             env=[f"{k}={v}" for k, v in w.env.items()], action=w.action, cost=" ".join(w.cost.split()),
             note="; ".join(notes) or None, measured_cost=_measured_cost(w, load, env),
         )
-        applied = _already_applied(w, w_idx, env.settings) if w.engine == env.engine else None
+        applied = _already_applied(w, w_idx, env.settings, flags_add) if w.engine == env.engine else None
         if applied:
             rec.status = "already-applied"
             rec.note = f"already in the running configuration ({applied}); it did not prevent this failure"
@@ -337,8 +346,8 @@ def apply_workaround(args: list[str], w: Workaround, idx: FlagIndex | None) -> l
 def patched_command(report: Report, cat: Catalogue) -> str | None:
     env = report.environment
     args = split_command(env.launch_command) if env.launch_command else launch_args(env)
-    if not args or not report.findings:
-        return None
+    if not args or not report.findings or report.exit_code == 0:
+        return None  # a server that did not die needs no relaunch
     top = report.findings[0]
     # only a catalogue workaround written for this very engine: its flags are that engine's
     rec = next((w for w in top.workarounds if w.status == "recommended" and (w.flags or w.remove_flags)

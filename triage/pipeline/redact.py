@@ -182,28 +182,45 @@ def _runs(items: list[dict]) -> Iterable[list[dict]]:
         yield run
 
 
-def _walk(value: Any, ips: bool, kw: Keywords) -> Any:
+def _walk(value: Any, ips: bool, kw: Keywords, keep: frozenset[str] = frozenset()) -> Any:
     if isinstance(value, str):
         return redact_text(value, ips, kw)
     if isinstance(value, list):
         if value and all(isinstance(v, dict) and isinstance(v.get("text"), str) for v in value):
-            out = [{k: (v if k == "text" else _walk(v, ips, kw)) for k, v in item.items()} for item in value]
+            out = [{k: (v if k == "text" else _walk(v, ips, kw, keep)) for k, v in item.items()} for item in value]
             for run in _runs(out):
                 for item, text in zip(run, redact_lines([x["text"] for x in run], ips, kw), strict=True):
                     item["text"] = text
             return out
-        return [_walk(v, ips, kw) for v in value]
+        return [_walk(v, ips, kw, keep) for v in value]
     if isinstance(value, tuple):
-        return tuple(_walk(v, ips, kw) for v in value)
+        return tuple(_walk(v, ips, kw, keep) for v in value)
     if isinstance(value, dict):
-        return {k: (MASK if isinstance(k, str) and secret_setting(k, v) else _walk(v, ips, kw)) for k, v in value.items()}
+        return {k: (v if k in keep else MASK if isinstance(k, str) and secret_setting(k, v) else _walk(v, ips, kw, keep))
+                for k, v in value.items()}
     return value
 
 
-def redact_data(value: Any, ips: bool = False) -> Any:
+def redact_data(value: Any, ips: bool = False, keep: frozenset[str] = frozenset()) -> Any:
     """Every string in plain data (a model's dump, a JSON event) with secrets masked; a value
-    under a key named like a secret (`api_key`, `hf_token`) is masked whatever it looks like."""
-    return _walk(value, ips, keywords_in(value))
+    under a key named like a secret (`api_key`, `hf_token`) is masked whatever it looks like.
+    `keep`: names whose values are triage's own (catalogue ids, fingerprints), never log text:
+    left as they are (a signature id under `key` looked like a credential)."""
+    return _walk(value, ips, keywords_in(value), keep)
+
+
+def _catalogue_text(report: Report, out: Report) -> None:
+    """Put back what the catalogue wrote (ids, titles, explanations, workarounds' words and
+    placeholders): only text from the log is redacted. An engine's hint and advice quoted from
+    the log are log text; a note or flag value can hold a value read from the log."""
+    for x, y in zip(report.findings, out.findings, strict=True):
+        for name in ("signature", "title", "explanation", "engine", "fixed_in", "affects", "open_issue",
+                     "no_upstream_fix", "references", "debug"):
+            setattr(y, name, getattr(x, name))
+        for w, v in zip(x.workarounds, y.workarounds, strict=True):
+            v.id = w.id
+            if w.source == "catalogue":
+                v.title, v.cost, v.env, v.action = w.title, w.cost, list(w.env), w.action
 
 
 def redact_argv(argv: list[str], ips: bool = False) -> list[str]:
@@ -226,6 +243,7 @@ def redact_report(report: Report, ips: bool = False) -> Report:
     """A copy of `report` with secrets (and, with `ips`, IP addresses) masked everywhere."""
     data = report.model_dump()
     out = rebuilt_like(report, _walk(data, ips, keywords_in(data)))
+    _catalogue_text(report, out)
     # a flag and its value are separate items (`--api-key`, `KEY`): masked as a pair
     out.environment.launch_args = redact_argv(report.environment.launch_args, ips)
     out.diagnostics = [redact_text(d, ips) for d in report.diagnostics]

@@ -52,7 +52,7 @@ SECRET_WORD = (r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]
                r"|openai[_-]?key)")
 # a value that is clearly not a secret: unset, a switch, a number, a tokenizer's special token
 NOT_SECRET_VALUE = (r"(?!(?:None|none|null|NULL|nil|True|true|False|false|\d+(?:\.\d+)?|\*+)(?![\w.-]))"
-                    r"(?!<\|?/?[\w.-]{0,40}\|?>|\[[A-Z]{1,10}\])")
+                    r"(?!<\|?/?[\w. -]{0,40}\|?>|\[[A-Z]{1,10}\])")
 # Before a quote: up to three backslashes, for a log line that carries JSON in a string
 # (`\"private_key_id\": \"...\"`) or a repr of one. ESC_QUOTE: an optional quote so escaped.
 ESC = r"\\{0,3}"
@@ -222,7 +222,7 @@ RULES: list[SecretRule] = [
     SecretRule(
         "secret-flag", "", ("api-key", "api_key", "token", "password", "secret"),
         r"(?P<keep>--(?:[A-Za-z0-9_]+-){0,8}(?:api-key|api_key|hf-token|hf_token|token|password|secret|secret-key)(?:=|\s+))"
-        r"(?!--)(?:'[^']*'|\"[^\"]*\"|[^\s'\",)]+)",
+        r"(?!--|<[\w. -]{1,40}>)(?:'[^']*'|\"[^\"]*\"|[^\s'\",)]+)",
         "python -m sglang.launch_server --api-key {s} --tp 8", "flagKey-7f3a9b2c", "--skip-tokenizer-init --tp 8"),
     SecretRule(
         "wandb-login", "", ("wandb",),

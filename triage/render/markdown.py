@@ -353,6 +353,11 @@ def _headline(r: Report) -> str:
     return ", ".join(parts)
 
 
+def _applied_words(w: Workaround) -> str:
+    """What is already so, in the words of the change: flags, env, or the flags it goes without."""
+    return (" ".join(w.flags + w.env) or " ".join(f"without {f}" for f in w.remove_flags) or w.title)
+
+
 def _non_default(r: Report) -> str:
     return " ".join(r.environment.launch_args)[:1500]
 
@@ -382,7 +387,7 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
         rec = next((w for w in top.workarounds if w.status == "recommended"), None)
         if rec is not None:
             out.append(f"**Do now:** {change(rec)}. Cost: {_sentence(rec.measured_cost or rec.cost)}")
-        applied = [" ".join(w.flags + w.env) or w.title for w in top.workarounds if w.status == "already-applied"]
+        applied = [_applied_words(w) for w in top.workarounds if w.status == "already-applied"]
         if applied:
             out.append(f"**Already applied:** {inline(', '.join(applied))}; it did not prevent this failure.")
         fix = properfix(top)
@@ -408,9 +413,10 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
     out.append(f"**Verdict:** unknown failure: {_code_inline(f.exception)}{msg}, {where(f)}{phase}. "
                f"No specific catalogue signature matches{generic}; the frames, the fingerprint and a "
                f"catalogue skeleton command are below.{located}")
-    if top is not None and top.workarounds:
-        out.append(f"**Do now:** {change(top.workarounds[0])}.")
-    engine = [h for h in f.hints if h.source == "engine-hint"]
+    first = next((w for w in top.workarounds if w.status == "recommended"), None) if top is not None else None
+    if first is not None:  # advice the log contradicts (not-applicable, already applied) is never "Do now"
+        out.append(f"**Do now:** {change(first)}.")
+    engine = [h for h in f.hints if h.source == "engine-hint" and h.status == "recommended"]
     if engine:
         out.append("**The engine's own suggestions:** " + "; ".join(
             _code_inline(h.action or "") for h in engine[:4]) + ". They are generic advice for this error, "
@@ -449,7 +455,7 @@ def render_markdown(r: Report) -> str:
     top_failure = r.failures[top.failure] if top is not None and top.failure is not None else None
     applied = []
     if top is not None:
-        applied = [" ".join(w.flags + w.env) or w.title for w in top.workarounds if w.status == "already-applied"]
+        applied = [_applied_words(w) for w in top.workarounds if w.status == "already-applied"]
     env_rows = [(label, getattr(r.environment, key)) for label, key in _ENV_ROWS
                 if getattr(r.environment, key) not in (None, "") and key != "version"]
     tpl = _template()

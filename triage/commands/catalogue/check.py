@@ -109,6 +109,18 @@ def _flag_problems(cat: Catalogue) -> list[tuple[str, str]]:
     return out
 
 
+def _fit_problems(cat: Catalogue) -> list[tuple[str, str]]:
+    """What pipeline/fit.py reads: a release range belongs to one engine's releases; a phase is
+    listed once (the schema has already checked the names and compiled points_at)."""
+    out = []
+    for wid, w in cat.workarounds.items():
+        if w.versions and w.engine in ("any", "docker"):
+            out.append((cat.workaround_paths[wid], f"{wid}: versions: {w.versions!r} needs an engine, not {w.engine!r}"))
+        if len(set(w.phases)) != len(w.phases):
+            out.append((cat.workaround_paths[wid], f"{wid}: a phase is listed twice in phases: {w.phases}"))
+    return out
+
+
 def _auto_problems(cat: Catalogue) -> list[tuple[str, str]]:
     """The loader takes a missing `auto:` as false so that an older entry still loads; the check
     insists on an explicit answer, so that nobody gets the unattended behaviour by omission."""
@@ -208,6 +220,7 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
         problems.extend((s.path, f"{s.spec.id}: {p}") for p in todo_problems(s))
     problems.extend(_flag_problems(cat))
     problems.extend(_auto_problems(cat))
+    problems.extend(_fit_problems(cat))
     problems.extend(_depth_problems(cat))
     problems.extend(folder_problems(cat))
     n_examples = 0

@@ -12,6 +12,10 @@ from triage.commands.fleet.board import Group, Tally
 SHOWN_SERVERS = 8  # in Markdown; JSON lists them all
 
 
+# a row's values that are triage's own, never text from a log: left as they are by redaction
+IDS = frozenset({"key", "signature", "fingerprint", "id"})
+
+
 def _iso(t: datetime | None) -> str | None:
     return t.isoformat(timespec="seconds") if t is not None else None
 

@@ -17,6 +17,7 @@ from triage.catalogue.load import Catalogue, load_catalogue
 from triage.commands.fleet.board import Group, Tally
 from triage.commands.fleet.source import LogFile, is_url
 from triage.commands.fleet.when import from_mtime, real_time
+from triage.commands.many import filed
 from triage.core.models import Failure, Finding, Report
 from triage.pipeline.analyze import Options, analyze_file
 
@@ -140,14 +141,11 @@ def add_report(tally: Tally, rep: Report, lf: LogFile, host: str | None, since: 
     """One log's failures into the batch's groups: a failure counts once per occurrence, a log
     and a server once per group. A failure without a timestamp is placed at the file's mtime."""
     written = from_mtime(lf.mtime)
-    specific = {x.failure: x for x in rep.findings if x.failure is not None and not x.generic and not x.unlikely}
     mine: dict[str, tuple[Finding | None, list[tuple[Failure, datetime | None]]]] = {}
-    for i, f in enumerate(rep.failures):
+    for key, f, finding in filed(rep):  # the same rule as `analyze DIR` (commands/many.py)
         when = real_time(f.time, lf.mtime) or written
         if since is not None and when is not None and when < since:
             continue
-        finding = specific.get(i)
-        key = finding.signature if finding is not None else f"fingerprint:{f.fingerprint}"
         mine.setdefault(key, (finding, []))[1].append((f, when))
     if mine:
         tally.with_failure += 1
@@ -181,7 +179,8 @@ def add_report(tally: Tally, rep: Report, lf: LogFile, host: str | None, since: 
 def _add_advice(g: Group, finding: Finding) -> None:
     """The first workaround the log was offered (counted, the most offered one is the group's
     top workaround) and the signature's proper fix."""
-    offered = [w for w in finding.workarounds if w.status == "recommended"] or finding.workarounds
+    # only advice that fits the log (pipeline/fit.py): one it contradicts is never the group's top
+    offered = [w for w in finding.workarounds if w.status == "recommended"]
     if offered:
         w = offered[0]
         g.offer_workaround({"id": w.id, "title": w.title, "flags": list(w.flags), "remove_flags": list(w.remove_flags),

@@ -143,6 +143,8 @@ class Plan:
                     else "its catalogue entry does not say whether it is safe to apply automatically")
         if rec.status == "already-applied":
             return rec.note or "already in the running configuration"
+        if rec.status == "not-applicable":
+            return rec.note or "the log contradicts it"
         engine = report.environment.engine
         if (rec.flags or rec.remove_flags) and spec.engine != engine:
             return f"its flags are {spec.engine}'s, and the log shows {engine or 'no known engine'}"

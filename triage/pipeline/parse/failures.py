@@ -326,6 +326,65 @@ def _fold_consequences(failures: list[Failure]) -> None:
     failures[:] = keep
 
 
+# What an engine prints after a failure it did not cause: a wrapper announcing that the engine,
+# a worker or the scheduler died (the cause is the failure before it), never a cause itself.
+DEATH_REPORT = regex.compile(
+    r"^(?:RuntimeError: )?(?:Engine core initialization failed|EngineCore (?:encountered|failed|hit)"
+    r"|Engine background task failed|AsyncLLM output_handler failed|Worker proc \S{1,80} died"
+    r"|WorkerProc (?:hit an exception|failed)|Worker failed with error|Scheduler hit an exception"
+    r"|Exception in ModelTpServer|Received sigquit from a child|Child process unexpectedly failed"
+    r"|During handling of the above exception)")
+DEAD_NAMES = regex.compile(r"EngineDead|DeadError|EngineCoreDead|SchedulerDead")
+CAUSE_SPAN = 200  # lines from a failure's end to a death report for the report to be about it
+MIN_QUOTE = 16  # characters of a failure's message another must quote to be its wrapper
+LOOK_BACK = 16  # earlier failures a wrapper or death report is compared with (the nearest ones)
+
+
+def _quote(f: Failure) -> str | None:
+    """The part of a failure's message a wrapper would quote: its first line, trimmed."""
+    first = f.message.strip().split("\n", 1)[0].strip()[:80]
+    return first if len(first) >= MIN_QUOTE and not DEATH_REPORT.match(first) else None
+
+
+def consequence_links(failures: list[Failure], known: dict[int, set[str]]) -> dict[int, tuple[int, str]]:
+    """Failure index -> (the index of the failure it follows from, why), for each failure that
+    only quotes or wraps an earlier failure's message, or only reports that an engine or worker
+    died after it. `known`: the specific signatures explaining each failure; a failure with a
+    specific signature of its own that its cause lacks is a failure in its own right."""
+    order = sorted(range(len(failures)), key=lambda i: failures[i].line)
+    links: dict[int, tuple[int, str]] = {}
+
+    def root(i: int) -> int:
+        while i in links:
+            i = links[i][0]
+        return i
+
+    for pos, j in enumerate(order):
+        f = failures[j]
+        texts = [f.message, *(c.message for c in f.chain), f.cause.message if f.cause else ""]
+        earlier = order[max(0, pos - LOOK_BACK):pos]  # bounded: 10,000 tracebacks stay linear work
+        cause, why = None, ""
+        for i in reversed(earlier):  # the latest earlier failure whose message it quotes
+            q = _quote(failures[i])
+            if q is not None and failures[i].line < f.line and any(q in t for t in texts if t):
+                cause, why = i, "quotes its message"
+                break
+        if cause is None and (DEATH_REPORT.match(f.message.strip()) or DEAD_NAMES.search(f.exception)):
+            for i in reversed(earlier):
+                p = failures[i]
+                end = max(p.end_line or p.line, p.line)
+                if p.line < f.line and f.line - end <= CAUSE_SPAN and not DEATH_REPORT.match(p.message.strip()):
+                    cause, why = i, "reports that the engine or a worker died after it"
+                    break
+        if cause is None:
+            continue
+        cause = root(cause)
+        if known.get(j, set()) - known.get(cause, set()):
+            continue  # explained by a signature of its own: not just an echo
+        links[j] = (cause, why)
+    return links
+
+
 def collect_lines(lines: dict[int, str]) -> list[LogLine]:
     """The one store of parsed lines every later stage reads: each kept line parsed once,
     hard-wrapped pastes joined."""
