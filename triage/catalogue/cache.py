@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from triage.catalogue.models import SignatureSpec, WorkaroundSpec
 
 # bumped when the cached data changes shape (4: no conflicts; 5: JSON instead of a pickle;
-# 6: a digest, specs rebuilt without validation; 7: JSON Lines, specs parsed on first use)
-CACHE_VERSION = "7-jsonl"
+# 6: a digest, specs rebuilt without validation; 7: JSON Lines, specs parsed on first use;
+# 8: workarounds carry phases, versions and points_at, which a cache of 7 would drop)
+CACHE_VERSION = "8-jsonl"
 KEEP = 8
 SUFFIX = ".jsonl"
 
