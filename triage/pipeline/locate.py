@@ -41,10 +41,14 @@ OFF_STACK_LITERAL = 40
 
 def locate(failures: list[Failure], env: Environment, atlas: Atlas | None = None) -> None:
     """Fill `raised_at` of each failure whose message the atlas knows."""
+    todo = [f for f in failures[:MAX_FAILURES] if any(len(first_line(m or "").strip()) >= MIN_LITERAL for m in (
+        f.message, *(c.message for c in f.chain)))]
+    if not todo:
+        return  # the atlas is not even opened
     atlas = atlas if atlas is not None else shipped()
     if atlas is None:
         return
-    for f in failures[:MAX_FAILURES]:
+    for f in todo:
         f.raised_at = locate_failure(f, env, atlas)
 
 
