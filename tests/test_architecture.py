@@ -47,6 +47,7 @@ STAGES = {  # pipeline module -> its position in the run
     "triage.pipeline.match": 3,
     "triage.pipeline.hints": 4,
     "triage.pipeline.recommend": 5,
+    "triage.pipeline.switches": 5,  # the feature map's derived workarounds, ranked by recommend
     "triage.pipeline.redact": 6,
     "triage.pipeline.secret_rules": 6,  # the rule table redact applies
     "triage.pipeline.analyze": 7,  # the orchestration: every stage
