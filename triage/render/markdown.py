@@ -138,6 +138,12 @@ def change(w: Workaround) -> str:
     return "; ".join(parts) or inline(w.title)
 
 
+def derived_note(w: Workaround) -> str:
+    """Why a derived switch is offered: the frame that runs through the feature, and its cost."""
+    return (f"Derived from the stack, not from a catalogue entry: {_code_inline(w.frame or '?')} is in "
+            f"{inline(w.title.removeprefix('Turn off '))}. Cost: {_sentence(w.cost)}")
+
+
 def load(lf: LoadFigures) -> str:
     bits = []
     if lf.running is not None:
@@ -352,8 +358,15 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
     out.append(f"**Verdict:** unknown failure: {_code_inline(f.exception)}{msg}, {where(f)}{phase}. "
                f"No specific catalogue signature matches{generic}; the frames, the fingerprint and a "
                f"catalogue skeleton command are below.")
+    derived = [w for w in f.switches if w.status == "recommended"]
     if top is not None and top.workarounds:
-        out.append(f"**Do now:** {change(top.workarounds[0])}.")
+        rec = top.workarounds[0]
+        out.append(f"**Do now:** {change(rec)}." + (f" {derived_note(rec)}" if rec.source == "feature-switch" else ""))
+    elif derived:
+        out.append(f"**Do now:** {change(derived[0])}. {derived_note(derived[0])}")
+    off = [x for x in f.features if x.state == "off"]
+    if off:
+        out.append("**Already off:** " + "; ".join(f"{inline(x.title)} ({inline(x.reason)})" for x in off) + ".")
     engine = [h for h in f.hints if h.source == "engine-hint"]
     if engine:
         out.append("**The engine's own suggestions:** " + "; ".join(
