@@ -108,10 +108,11 @@ def switch_for(feat: Feature, version: str | None, idx: FlagIndex | None) -> tup
         except InvalidVersion:
             v = None
     if v is None:
-        sw = switches[-1]  # the newest spelling
-        note = (f"spelled for releases {sw.versions}; the log does not print the engine version"
-                if sw.versions and len(switches) > 1 else None)
-        return sw, note
+        sw = switches[-1]  # the newest spelling, and the others in the note
+        if not sw.versions or len(switches) == 1:
+            return sw, None
+        older = "; ".join(f"{s.versions}: {_spelling(s)}" for s in switches[:-1])
+        return sw, f"spelled for releases {sw.versions}; the log does not print the engine version (older releases {older})"
     for sw in reversed(switches):
         if sw.versions is None or SpecifierSet(sw.versions).contains(v, prereleases=True):
             for f in sw.flags + sw.remove_flags:
@@ -121,6 +122,12 @@ def switch_for(feat: Feature, version: str | None, idx: FlagIndex | None) -> tup
             return sw, None
     spans = "; ".join(f"{' '.join(s.flags + s.remove_flags) or ' '.join(s.env)} in {s.versions}" for s in switches)
     return None, f"no switch for release {version} ({spans})"
+
+
+def _spelling(sw: Switch) -> str:
+    parts = [*(f"add {f}" for f in sw.flags), *(f"remove {f}" for f in sw.remove_flags),
+             *(f"set {k}={v}" for k, v in sw.env.items()), *([sw.action] if sw.action else [])]
+    return ", ".join(parts)
 
 
 def _workaround(feat: Feature, sw: Switch, where: str, state: str, reason: str, note: str | None) -> Workaround:
