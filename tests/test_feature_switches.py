@@ -279,3 +279,11 @@ def test_state_reads_printed_values_and_aliases():
     assert feature_state(feat, {"attention_backend": "flashinfer"})[0] == "on"
     assert feature_state(feat, {"attn_backend": "flashinfer"})[0] == "on"
     assert feature_state(feat, {"attention_backend": None})[0] == "unconfirmed"
+
+
+def test_any_setting_that_says_off_wins():
+    """SGLang 0.5.14+ prints both disable_cuda_graph and cuda_graph_backend_decode."""
+    [feat] = [f for f in feature_map()["sglang"] if f.id == "sglang-cuda-graph"]
+    assert feature_state(feat, {"disable_cuda_graph": False, "cuda_graph_backend_decode": "disabled"})[0] == "off"
+    assert feature_state(feat, {"disable_cuda_graph": False, "cuda_graph_backend_decode": "full"}) == \
+        ("on", "disable_cuda_graph=False")

@@ -23,10 +23,8 @@ import regex
 from triage.catalogue.features import Feature, Switch, feature_map
 from triage.catalogue.flags import FlagIndex, flag_index, flag_name
 from triage.core.models import Failure, FeatureOnStack, Finding, Frame, Report, Workaround
-from triage.pipeline.match import PATTERN_TIMEOUT
+from triage.pipeline.match import PATTERN_TIMEOUT, SETTING_ALIASES
 
-# settings printed under another name by some releases (the map names the current one)
-_ALIASES = {"attention_backend": ("attn_backend",), "enable_prefix_caching": ("enable_prefix_caching",)}
 _UNSET = {None, "", "none", "None", "auto"}
 # engines whose failures can also run through the layers below them
 _SHARED = ("nccl",)
@@ -78,18 +76,26 @@ def _message_hit(feat: Feature, texts: list[str], failure: Failure) -> str | Non
 
 
 def feature_state(feat: Feature, settings: dict[str, Any]) -> tuple[str, str]:
-    """('on' | 'off' | 'unconfirmed', how it was read) from the printed settings."""
+    """('on' | 'off' | 'unconfirmed', how it was read) from the printed settings. Any setting that
+    says off wins: one feature can be turned off by several settings (SGLang's CUDA graphs by
+    disable_cuda_graph or, from 0.5.14, cuda_graph_backend_decode=disabled)."""
+    on: str | None = None
     for s in feat.spec.state:
-        for key in (s.setting, *_ALIASES.get(s.setting, ())):
+        # the same names `when` reads: a setting printed under another name by some releases
+        for key in SETTING_ALIASES.get(s.setting, [s.setting]):
             if key not in settings or settings[key] in _UNSET or _norm(settings[key]) in _UNSET:
                 continue
             v = _norm(settings[key])
+            said = f"{key}={settings[key]}"
             if s.off_if and v in {_norm(x) for x in s.off_if}:
-                return "off", f"{key}={settings[key]}"
+                return "off", said
             if s.on_if and v in {_norm(x) for x in s.on_if}:
-                return "on", f"{key}={settings[key]}"
-            if s.on_if and not s.off_if:  # only "on" values listed: any other value is off
-                return "off", f"{key}={settings[key]}"
+                on = on or said
+            elif s.on_if and not s.off_if:  # only "on" values listed: any other value is off
+                return "off", said
+            break  # the first name printed is the setting's value
+    if on is not None:
+        return "on", on
     names = ", ".join(s.setting for s in feat.spec.state)
     why = f"the log does not print {names}" if names else "no printed setting shows it"
     return "unconfirmed", f"could not confirm it is on ({why}); the failing stack runs through its code"
