@@ -287,3 +287,10 @@ def test_any_setting_that_says_off_wins():
     assert feature_state(feat, {"disable_cuda_graph": False, "cuda_graph_backend_decode": "disabled"})[0] == "off"
     assert feature_state(feat, {"disable_cuda_graph": False, "cuda_graph_backend_decode": "full"}) == \
         ("on", "disable_cuda_graph=False")
+
+
+def test_a_deprecated_spelling_says_what_replaces_it(cat):
+    """sglang#1117's capture stack on 0.5.14, where --disable-cuda-graph is deprecated but accepted."""
+    f = fatal(report(cat, "sglang-1117.log", version="0.5.14"))
+    [w] = [w for w in f.switches if w.feature == "sglang-cuda-graph"]
+    assert w.flags == ["--disable-cuda-graph"] and "deprecated since 0.5.14" in (w.note or "")

@@ -121,11 +121,14 @@ def switch_for(feat: Feature, version: str | None, idx: FlagIndex | None) -> tup
         return sw, f"spelled for releases {sw.versions}; the log does not print the engine version (older releases {older})"
     for sw in reversed(switches):
         if sw.versions is None or SpecifierSet(sw.versions).contains(v, prereleases=True):
+            notes = []
             for f in sw.flags + sw.remove_flags:
                 status, detail = idx.status(f, str(v)) if idx is not None else ("ok", None)
-                if status in ("removed", "not-yet"):
+                if status in ("removed", "not-yet"):  # the map's range and the flag history disagree
                     return None, detail
-            return sw, None
+                if status == "deprecated" and detail:  # still accepted: say what replaces it
+                    notes.append(detail)
+            return sw, "; ".join(notes) or None
     spans = "; ".join(f"{' '.join(s.flags + s.remove_flags) or ' '.join(s.env)} in {s.versions}" for s in switches)
     return None, f"no switch for release {version} ({spans})"
 
