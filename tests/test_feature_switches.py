@@ -294,3 +294,11 @@ def test_a_deprecated_spelling_says_what_replaces_it(cat):
     f = fatal(report(cat, "sglang-1117.log", version="0.5.14"))
     [w] = [w for w in f.switches if w.feature == "sglang-cuda-graph"]
     assert w.flags == ["--disable-cuda-graph"] and "deprecated since 0.5.14" in (w.note or "")
+
+
+def test_a_default_on_feature_is_on_in_that_release(cat):
+    """sglang#3906's overlap-scheduler stack at 0.4.3: the overlap scheduler is on by default from
+    0.3.6 (server_args.py disable_overlap_schedule: bool = False), so it is on, not merely assumed."""
+    f = fatal(report(cat, "sglang-3906.log", version="0.4.3"))
+    [row] = [x for x in f.features if x.feature == "sglang-overlap-schedule"]
+    assert row.state == "on" and "on by default in 0.4.3" in row.reason

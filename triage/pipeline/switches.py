@@ -75,7 +75,7 @@ def _message_hit(feat: Feature, texts: list[str], failure: Failure) -> str | Non
     return None
 
 
-def feature_state(feat: Feature, settings: dict[str, Any]) -> tuple[str, str]:
+def feature_state(feat: Feature, settings: dict[str, Any], version: str | None = None) -> tuple[str, str]:
     """('on' | 'off' | 'unconfirmed', how it was read) from the printed settings. Any setting that
     says off wins: one feature can be turned off by several settings (SGLang's CUDA graphs by
     disable_cuda_graph or, from 0.5.14, cuda_graph_backend_decode=disabled)."""
@@ -96,23 +96,44 @@ def feature_state(feat: Feature, settings: dict[str, Any]) -> tuple[str, str]:
             break  # the first name printed is the setting's value
     if on is not None:
         return "on", on
+    default = _default_on(feat, version)
+    if default is not None:
+        return "on", default
     names = ", ".join(s.setting for s in feat.spec.state)
     why = f"the log does not print {names}" if names else "no printed setting shows it"
     return "unconfirmed", f"could not confirm it is on ({why}); the failing stack runs through its code"
 
 
+def _default_on(feat: Feature, version: str | None) -> str | None:
+    """The feature is on by default in this release and the log prints no setting that changes it."""
+    v = _version(version)
+    if v is None:
+        return None
+    from packaging.specifiers import SpecifierSet
+
+    for s in feat.spec.state:
+        if s.default_on and SpecifierSet(s.default_on).contains(v, prereleases=True):
+            return f"{s.setting} is not printed; on by default in {version} (default from {s.default_on})"
+    return None
+
+
+def _version(version: str | None) -> Any:  # noqa: ANN401 - a packaging Version, imported lazily
+    from packaging.version import InvalidVersion, Version
+
+    if not version:
+        return None
+    try:
+        return Version(version.split("+")[0].lstrip("v"))
+    except InvalidVersion:
+        return None
+
+
 def switch_for(feat: Feature, version: str | None, idx: FlagIndex | None) -> tuple[Switch | None, str | None]:
     """The spelling of the switch for this release, and a note; (None, why) when none exists."""
     from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
 
     switches = feat.spec.switch
-    v: Version | None = None
-    if version:
-        try:
-            v = Version(version.split("+")[0].lstrip("v"))
-        except InvalidVersion:
-            v = None
+    v = _version(version)
     if v is None:
         sw = switches[-1]  # the newest spelling, and the others in the note
         if not sw.versions or len(switches) == 1:
@@ -166,14 +187,14 @@ def derive(report: Report) -> None:
         if not failure.fatal:
             continue
         for feat, where in features_on_stack(failure, feats):
-            state, reason = feature_state(feat, env.settings)
+            own = feat.spec.engine == env.engine
+            state, reason = feature_state(feat, env.settings, env.version if own else None)
             row = FeatureOnStack(feature=feat.id, title=feat.spec.title, frame=where, state=state, reason=reason)
             failure.features.append(row)
             if state == "off":
                 row.reason = f"already off ({reason}); not offered"
                 continue
             # a layer under the engine (NCCL) has its own releases: the engine's version says nothing
-            own = feat.spec.engine == env.engine
             sw, note = switch_for(feat, env.version if own else None, idx if own else None)
             if sw is None:
                 row.state, row.reason = "no-switch", note or "no switch for this release"
