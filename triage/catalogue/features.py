@@ -167,16 +167,35 @@ class FrameRule:
         return not self.functions or (function or "") in self.functions
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Feature:
-    spec: FeatureSpec
+    """A feature of the map: its frame rules, and its entry (the model is built on first use: a
+    run matches every feature's frames but reads the rest of only the few it finds)."""
+
+    raw: dict[str, Any]
     rules: tuple[FrameRule, ...]
     loop_rules: tuple[FrameRule, ...]
     path: str  # the file it came from, for check messages
+    _spec: FeatureSpec | None = None
 
     @property
     def id(self) -> str:
-        return self.spec.id
+        return str(self.raw["id"])
+
+    @property
+    def messages(self) -> list[str]:
+        return list(self.raw.get("messages") or [])
+
+    @property
+    def spec(self) -> FeatureSpec:
+        if self._spec is None:
+            self._spec = _constructed(self.raw)
+        return self._spec
+
+
+def _feature(raw: dict[str, Any], path: Path, spec: FeatureSpec | None = None) -> Feature:
+    return Feature(raw, frame_rules(raw.get("frames") or []), frame_rules(raw.get("loop_frames") or []),
+                   str(path), spec)
 
 
 def frame_rules(frames: list[str]) -> tuple[FrameRule, ...]:
@@ -187,7 +206,16 @@ def frame_rules(frames: list[str]) -> tuple[FrameRule, ...]:
     return tuple(out)
 
 
-def load_feature_file(path: Path) -> list[Feature]:
+def load_feature_file(path: Path, validate: bool = True) -> list[Feature]:
+    """A feature file's entries. Validated (errors name file, line and field) for `catalogue
+    check` and the tests; a run of `analyze` reads the shipped, already checked map without
+    pydantic's validation, whose first use (building the schema) cost more than the rest of the
+    stage."""
+    if not validate:
+        import yaml
+
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return [_feature(d, path) for d in (raw or {}).get("features") or []]
     from triage.catalogue.load import _format_validation, read_yaml
 
     data, node = read_yaml(path)
@@ -197,18 +225,28 @@ def load_feature_file(path: Path) -> list[Feature]:
         doc = FeatureFile.model_validate(data)
     except ValidationError as e:
         raise CatalogueError(_format_validation(path, node, e)) from None
-    return [Feature(s, frame_rules(s.frames), frame_rules(s.loop_frames), str(path)) for s in doc.features]
+    return [_feature(d, path, spec) for d, spec in zip(data["features"], doc.features, strict=True)]
+
+
+def _constructed(d: dict[str, Any]) -> FeatureSpec:
+    """A checked entry as the model, without validating it again (nested models built too)."""
+    fields = dict(d)
+    fields["switch"] = [Switch.model_construct(**{**x, "env": {str(k): str(v) for k, v in (x.get("env") or {}).items()}})
+                        for x in d.get("switch") or []]
+    fields["state"] = [Setting.model_construct(**x) for x in d.get("state") or []]
+    return FeatureSpec.model_construct(**fields)
 
 
 @cache
-def feature_map() -> dict[str, list[Feature]]:
-    """Every shipped feature, by engine (the map is package data, read once per process)."""
+def feature_map(validate: bool = False) -> dict[str, list[Feature]]:
+    """Every shipped feature, by engine (the map is package data, read once per process);
+    `validate` for `catalogue check` and the tests."""
     out: dict[str, list[Feature]] = {}
     seen: dict[str, str] = {}
     for p in sorted(DATA.glob("*.yaml")):
-        for feat in load_feature_file(p):
+        for feat in load_feature_file(p, validate):
             if feat.id in seen:
                 raise CatalogueError(f"{p}: duplicate feature id {feat.id!r} (also in {seen[feat.id]})")
             seen[feat.id] = str(p)
-            out.setdefault(feat.spec.engine, []).append(feat)
+            out.setdefault(str(feat.raw["engine"]), []).append(feat)
     return out

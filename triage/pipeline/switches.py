@@ -53,7 +53,7 @@ def features_on_stack(failure: Failure, feats: list[Feature]) -> list[tuple[Feat
                 out.append((feat, _where(fr)))
     texts = [failure.message, *(e.text for e in failure.raw[-60:])]
     for feat in feats:
-        if feat.id in seen or not feat.spec.messages:
+        if feat.id in seen or not feat.messages:
             continue
         hit = _message_hit(feat, texts, failure)
         if hit is not None:
@@ -63,7 +63,7 @@ def features_on_stack(failure: Failure, feats: list[Feature]) -> list[tuple[Feat
 
 
 def _message_hit(feat: Feature, texts: list[str], failure: Failure) -> str | None:
-    for p in feat.spec.messages:
+    for p in feat.messages:
         for i, t in enumerate(texts):
             try:
                 m = regex.search(p, t, timeout=PATTERN_TIMEOUT)
@@ -178,6 +178,8 @@ def _workaround(feat: Feature, sw: Switch, where: str, state: str, reason: str, 
 def derive(report: Report) -> None:
     """Fill each process-level failure's `features` and `switches`."""
     env = report.environment
+    if not any(f.fatal and (f.frames or f.message or f.raw) for f in report.failures):
+        return  # a healthy log (or only request-level errors): the map is not even read
     fmap = feature_map()
     feats = [*(fmap.get(env.engine, []) if env.engine else []), *(f for e in _SHARED for f in fmap.get(e, []))]
     if not feats:

@@ -220,7 +220,7 @@ def feature_problems() -> tuple[int, list[tuple[str, str]]]:
     from triage.catalogue.features import feature_map
 
     try:
-        fmap = feature_map()
+        fmap = feature_map(validate=True)
     except CatalogueError as e:
         return 0, [("feature map", str(e))]
     out: list[tuple[str, str]] = []
