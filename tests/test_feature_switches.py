@@ -55,7 +55,7 @@ REAL = [
     ("sglang-transformerlab-api-381.log", "https://github.com/transformerlab/transformerlab-api/pull/381",
      "sglang-flashinfer-attention", ["--attention-backend triton"], "flashinfer/jit/"),
     ("vllm-3053.log", "https://github.com/vllm-project/vllm/issues/3053", "vllm-cuda-graph",
-     ["--enforce-eager"], "torch/cuda/graphs.py:77 in capture_begin"),
+     ["--enforce-eager"], "vllm/worker/model_runner.py:782 in capture"),
     ("vllm-19186.log", "https://github.com/vllm-project/vllm/issues/19186", "vllm-torch-compile",
      ["--enforce-eager"], "vllm/compilation/backends.py:681"),
     ("vllm-41863.log", "https://github.com/vllm-project/vllm/pull/41863", "vllm-kv-connector",
