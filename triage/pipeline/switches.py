@@ -160,8 +160,14 @@ def _spelling(sw: Switch) -> str:
     return ", ".join(parts)
 
 
+def _by_line(where: str) -> bool:
+    """Implicated by a line of the failure (NCCL's transports), not by a stack frame."""
+    return where.startswith("line ")
+
+
 def _workaround(feat: Feature, sw: Switch, where: str, state: str, reason: str, note: str | None) -> Workaround:
-    notes = [f"derived from the stack: {where} is {feat.spec.title}"]
+    notes = [f"derived from the failure's own line: {where} names {feat.spec.title}" if _by_line(where)
+             else f"derived from the stack: {where} is {feat.spec.title}"]
     notes.append(reason if state == "unconfirmed" else f"on in this run ({reason})")
     if sw.note:
         notes.append(sw.note)
@@ -191,6 +197,8 @@ def derive(report: Report) -> None:
         for feat, where in features_on_stack(failure, feats):
             own = feat.spec.engine == env.engine
             state, reason = feature_state(feat, env.settings, env.version if own else None)
+            if _by_line(where):
+                reason = reason.replace("the failing stack runs through its code", "the failure's own line names it")
             row = FeatureOnStack(feature=feat.id, title=feat.spec.title, frame=where, state=state, reason=reason)
             failure.features.append(row)
             if state == "off":
@@ -220,8 +228,10 @@ def rank(finding: Finding, switches: list[Workaround]) -> None:
             continue
         # the catalogue already offers it: keep its entry (its cost, its id) and say the stack
         # agrees; under a generic signature it moves up to where the switch would stand
-        if "the failing stack runs through" not in (same.note or ""):
-            same.note = (same.note + "; " if same.note else "") + f"the failing stack runs through it ({sw.frame})"
+        said = (f"the failure's own line names it ({sw.frame})" if _by_line(sw.frame or "")
+                else f"the failing stack runs through it ({sw.frame})")
+        if said.split(" (")[0] not in (same.note or ""):
+            same.note = (same.note + "; " if same.note else "") + said
         if finding.generic and same.status == "recommended":
             finding.workarounds.remove(same)
             ahead.append(same)

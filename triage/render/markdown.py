@@ -140,8 +140,12 @@ def change(w: Workaround) -> str:
 
 def derived_note(w: Workaround) -> str:
     """Why a derived switch is offered: the frame that runs through the feature, and its cost."""
+    what = inline(w.title.removeprefix("Turn off "))
+    if (w.frame or "").startswith("line "):
+        return (f"Derived from the failure's own line, not from a catalogue entry: {_code_inline(w.frame or '?')} "
+                f"names {what}. Cost: {_sentence(w.cost)}")
     return (f"Derived from the stack, not from a catalogue entry: {_code_inline(w.frame or '?')} is in "
-            f"{inline(w.title.removeprefix('Turn off '))}. Cost: {_sentence(w.cost)}")
+            f"{what}. Cost: {_sentence(w.cost)}")
 
 
 def load(lf: LoadFigures) -> str:

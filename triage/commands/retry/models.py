@@ -58,7 +58,9 @@ class Change(BaseModel):
         text = "; ".join(p for p in parts if p)
         if self.replaces:
             text += f" (instead of {self.replaces}, which did not hold)"
-        if self.source == "feature-switch":
+        if self.source == "feature-switch" and (self.frame or "").startswith("line "):
+            text += f" (derived from the failure's own line: {self.frame} names the feature it turns off)"
+        elif self.source == "feature-switch":
             text += f" (derived from the stack: {self.frame} runs through the feature it turns off)"
         return text
 
