@@ -100,6 +100,10 @@ class Failure(Record):
     phase: str | None = None
     time: str | None = None  # timestamp of its first line, as the log prints it
     hints: list[Workaround] = field(default_factory=list)  # the engine's own suggestions
+    # the optional features on its stack, innermost first (process-level failures only), and
+    # the derived workarounds that turn off those that were on
+    features: list[FeatureOnStack] = field(default_factory=list)
+    switches: list[Workaround] = field(default_factory=list)
     # process-level (the process or engine died of it) or request-level (the server went on
     # serving after it); only process-level failures make `analyze` exit 1
     fatal: bool = True
@@ -128,8 +132,23 @@ class Workaround(Record):
     status: str = "recommended"
     note: str | None = None
     measured_cost: str | None = None
-    source: str = "catalogue"  # catalogue | engine-hint
+    source: str = "catalogue"  # catalogue | engine-hint | feature-switch
+    # feature-switch only: the optional feature turned off, and the stack frame that implicates
+    # it ("file:line in function", or the failure's line that names it)
+    feature: str | None = None
+    frame: str | None = None
+    auto: bool | None = None  # feature-switch only: may `run --retry` apply it unattended
 
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class FeatureOnStack(Record):
+    """An optional engine feature the failing stack runs through, and whether it was on."""
+
+    feature: str  # the feature map's id
+    title: str
+    frame: str  # the frame (or line) that implicates it
+    state: str  # on | unconfirmed | off | no-switch
+    reason: str = ""  # how the state was read (the printed setting), or why nothing is offered
 
 
 @dataclass(kw_only=True, eq=False, repr=False)

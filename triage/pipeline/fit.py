@@ -280,3 +280,6 @@ def fit_report(report: Report, cat: Catalogue) -> None:
         for h in f.hints:
             if h.source == "engine-hint":
                 judge(h, None, report, f, idx)
+        for w in f.switches:  # derived from the feature map: the same rules as any advice
+            if w.status == "recommended":
+                judge(w, None, report, f, idx)

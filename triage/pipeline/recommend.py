@@ -21,6 +21,8 @@ from triage.core.shellwords import split_command
 from triage.pipeline.fit import fit_report, unresolved
 from triage.pipeline.match import PATTERN_TIMEOUT
 from triage.pipeline.prefill import size_text
+from triage.pipeline.switches import derive as derive_switches
+from triage.pipeline.switches import rank as rank_switches
 
 LAUNCH = {"sglang": "python -m sglang.launch_server", "vllm": "vllm serve"}
 # settings printed in the config that are not launch flags (or are positional)
@@ -145,6 +147,12 @@ def recommend(report: Report, cat: Catalogue, load: LoadSummary | None) -> None:
         finding.workarounds = _for_finding(finding, cat, env, idx, load, finding_text(report, finding))
         if finding.failure is not None and not finding.generic:
             _rank_hints(finding.workarounds, report.failures[finding.failure].hints)
+    # derived from the feature map: after the catalogue's (and the engine's) advice for a
+    # specific signature, ahead of a generic signature's
+    derive_switches(report)
+    for finding in report.findings:
+        if finding.failure is not None and report.failures[finding.failure].switches:
+            rank_switches(finding, report.failures[finding.failure].switches)
     fit_report(report, cat)  # every source of advice checked against the log, once
     report.patched_command = patched_command(report, cat)
 

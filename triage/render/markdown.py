@@ -138,6 +138,16 @@ def change(w: Workaround) -> str:
     return "; ".join(parts) or inline(w.title)
 
 
+def derived_note(w: Workaround) -> str:
+    """Why a derived switch is offered: the frame that runs through the feature, and its cost."""
+    what = inline(w.title.removeprefix("Turn off "))
+    if (w.frame or "").startswith("line "):
+        return (f"Derived from the failure's own line, not from a catalogue entry: {_code_inline(w.frame or '?')} "
+                f"names {what}. Cost: {_sentence(w.cost)}")
+    return (f"Derived from the stack, not from a catalogue entry: {_code_inline(w.frame or '?')} is in "
+            f"{what}. Cost: {_sentence(w.cost)}")
+
+
 def load(lf: LoadFigures) -> str:
     bits = []
     if lf.running is not None:
@@ -413,9 +423,15 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
     out.append(f"**Verdict:** unknown failure: {_code_inline(f.exception)}{msg}, {where(f)}{phase}. "
                f"No specific catalogue signature matches{generic}; the frames, the fingerprint and a "
                f"catalogue skeleton command are below.{located}")
+    derived = [w for w in f.switches if w.status == "recommended"]
     first = next((w for w in top.workarounds if w.status == "recommended"), None) if top is not None else None
     if first is not None:  # advice the log contradicts (not-applicable, already applied) is never "Do now"
-        out.append(f"**Do now:** {change(first)}.")
+        out.append(f"**Do now:** {change(first)}." + (f" {derived_note(first)}" if first.source == "feature-switch" else ""))
+    elif derived:
+        out.append(f"**Do now:** {change(derived[0])}. {derived_note(derived[0])}")
+    off = [x for x in f.features if x.state == "off"]
+    if off:
+        out.append("**Already off:** " + "; ".join(f"{inline(x.title)} ({inline(x.reason)})" for x in off) + ".")
     engine = [h for h in f.hints if h.source == "engine-hint" and h.status == "recommended"]
     if engine:
         out.append("**The engine's own suggestions:** " + "; ".join(

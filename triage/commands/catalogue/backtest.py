@@ -253,6 +253,15 @@ def _outcome(case_id: str, log: str, cat: Catalogue) -> Outcome:
             out.flags_top, out.env_top = sorted(fl), sorted(en)
         flags_any |= fl
         env_any |= en
+    # the feature map's derived switches stand on the failures too: a failure no finding explains
+    # has them as its only advice, and the report's first screen offers them ("Do now")
+    for j, failure in enumerate(report.fatal_failures):
+        fl = {f for w in failure.switches for f in _norm_flags(w.flags) | _norm_flags(w.remove_flags)}
+        en = {e for w in failure.switches for e in _env_names(w.env)}
+        if j == 0 and not report.findings:
+            out.flags_top, out.env_top = sorted(fl), sorted(en)
+        flags_any |= fl
+        env_any |= en
     out.flags_any, out.env_any = sorted(flags_any), sorted(env_any)
     return out
 

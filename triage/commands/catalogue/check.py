@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import regex
+from packaging.version import Version
 
-from triage.catalogue.flags import flag_index, flag_name
+from triage.catalogue.flags import FlagIndex, flag_index, flag_name
 from triage.catalogue.load import Catalogue, Signature, builtin_dirs, line_with, load_catalogue, load_roots
 from triage.core.errors import CatalogueError
 from triage.core.lazyre import lazy_regex
@@ -196,6 +197,70 @@ def _run_examples(cat: Catalogue) -> tuple[int, list[tuple[str, str]]]:
     return n, out
 
 
+def _bounds(rng: str | None) -> tuple[Version | None, Version | None]:
+    """(lowest release, first release past the range) of a `>=a,<b` range; None when open."""
+    lo = hi = None
+    for part in (rng or "").split(","):
+        part = part.strip()
+        if part.startswith(">="):
+            lo = Version(part[2:])
+        elif part.startswith("<") and not part.startswith("<="):
+            hi = Version(part[1:])
+    return lo, hi
+
+
+def _switch_flag_problem(idx: FlagIndex, flag: str, rng: str | None) -> str | None:
+    """The flag must exist over the whole range: first seen at or before its start, not removed
+    before its end (the flag history's first_seen / removed_in)."""
+    name = flag_name(flag).split(".", 1)[0]  # vLLM's dotted JSON keys: --structured-outputs-config.backend
+    info = idx.get(name)
+    if info is None:
+        return f"flag {name} does not exist in the flag history"
+    lo, hi = _bounds(rng)
+    first = None if not info.first_seen or info.first_seen.startswith("<=") else Version(info.first_seen)
+    if first is not None and (lo is None or lo < first):
+        return f"flag {name} first appeared in {info.first_seen}, but the switch's range {rng or '(any)'} starts before it"
+    if info.removed_in and (hi is None or hi > Version(info.removed_in)):
+        return (f"flag {name} was removed in {info.removed_in}, but the switch's range {rng or '(any)'} "
+                "goes past it")
+    return None
+
+
+def feature_problems() -> tuple[int, list[tuple[str, str]]]:
+    """The shipped feature map: it loads, every switch's flags exist over its release range (flag
+    histories), a feature's switch ranges do not overlap, ids are unique."""
+    from triage.catalogue.features import feature_map
+
+    try:
+        fmap = feature_map(validate=True)
+    except CatalogueError as e:
+        return 0, [("feature map", str(e))]
+    out: list[tuple[str, str]] = []
+    n = 0
+    for engine, feats in fmap.items():
+        idx = flag_index(engine)
+        for feat in feats:
+            n += 1
+            where = f"{feat.path}:{line_with(feat.path, feat.id, 'id')}"
+            spans = []
+            for sw in feat.spec.switch:
+                for f in sw.flags + sw.remove_flags:
+                    if idx is None:
+                        out.append((where, f"{feat.id}: no flag history for {engine} to check {flag_name(f)} against"))
+                    elif (why := _switch_flag_problem(idx, f, sw.versions)) is not None:
+                        out.append((where, f"{feat.id}: {why}"))
+                spans.append(_bounds(sw.versions))
+            if len(spans) > 1 and any(sw.versions is None for sw in feat.spec.switch):
+                out.append((where, f"{feat.id}: several switches, one without a release range"))
+                continue
+            ordered = sorted(spans, key=lambda b: b[0] or Version("0"))
+            for (_, a_hi), (b_lo, _) in zip(ordered, ordered[1:], strict=False):
+                if a_hi is None or (b_lo is not None and a_hi > b_lo):
+                    out.append((where, f"{feat.id}: the release ranges of its switches overlap"))
+                    break
+    return n, out
+
+
 def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tuple[int, str]:
     roots = [Path(d) for d in dirs] if dirs else builtin_dirs()
     roots += [Path(d) for d in extra]
@@ -223,6 +288,12 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
     problems.extend(_fit_problems(cat))
     problems.extend(_depth_problems(cat))
     problems.extend(folder_problems(cat))
+    # the feature map is shipped with the package: checked with the built-in catalogue
+    builtin = not dirs or any(Path(d).resolve() in [b.resolve() for b in builtin_dirs()] for d in dirs)
+    n_features = 0
+    if builtin:
+        n_features, f_problems = feature_problems()
+        problems.extend(f_problems)
     n_examples = 0
     if not any("unknown workaround" in p for _, p in problems):
         n_examples, ex_problems = _run_examples(cat)
@@ -246,7 +317,8 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
     for s in cat.signatures.values():
         engines[s.spec.engine] = engines.get(s.spec.engine, 0) + 1
     spread = ", ".join(f"{k} {v}" for k, v in sorted(engines.items()))
-    lines.append(f"{len(cat.signatures)} signatures ({spread}), {len(cat.workarounds)} workarounds, "
+    features = f"{n_features} mapped features, " if n_features else ""
+    lines.append(f"{len(cat.signatures)} signatures ({spread}), {len(cat.workarounds)} workarounds, {features}"
                  f"{n_examples} examples run: {len(problems)} problem{'s' if len(problems) != 1 else ''}"
                  + (f", {len(warnings)} source-atlas warning{'s' if len(warnings) != 1 else ''}" if warnings else ""))
     return len(problems), "\n".join(lines) + "\n"

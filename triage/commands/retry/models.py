@@ -46,6 +46,10 @@ class Change(BaseModel):
     note: str | None = None  # respelling, computed value
     cost: str = ""
     passed_over: list[Skipped] = Field(default_factory=list)  # the failure's earlier workarounds, not applied
+    # catalogue | feature-switch: a switch derived from the failing stack by the feature map, and
+    # the frame that implicated the feature
+    source: str = "catalogue"
+    frame: str | None = None
 
     def describe(self) -> str:
         parts = [f"adds {' '.join(self.add)}" if self.add else "",
@@ -54,6 +58,10 @@ class Change(BaseModel):
         text = "; ".join(p for p in parts if p)
         if self.replaces:
             text += f" (instead of {self.replaces}, which did not hold)"
+        if self.source == "feature-switch" and (self.frame or "").startswith("line "):
+            text += f" (derived from the failure's own line: {self.frame} names the feature it turns off)"
+        elif self.source == "feature-switch":
+            text += f" (derived from the stack: {self.frame} runs through the feature it turns off)"
         return text
 
 

@@ -89,24 +89,34 @@ class Plan:
         """The change for the failure in `report`, and the plan moves to it; or why there is none."""
         top = actionable(report)
         if isinstance(top, str):
-            return Decision(None, reason=top)
-        sig = top.signature
+            # no specific signature explains it: the feature map's switches for its stack are
+            # still a change with a known cost (derived, and said so); a bare guess is not
+            f = report.failures[0] if report.failures and report.exit_code == EXIT_FAILURE else None
+            if f is None or not f.fatal or not f.switches:
+                return Decision(None, reason=top)
+            title = f"{f.exception}: {f.message}"[:120] + " (no specific signature; switches derived from its stack)"
+            return self._choose(report, None, f"stack:{f.fingerprint}", title, f.switches, top)
+        return self._choose(report, top, top.signature, top.title, top.workarounds, None)
+
+    def _choose(self, report: Report, top: Finding | None, sig: str, title: str, recs: list[Workaround],
+                unknown: str | None) -> Decision:
         kept = [a for a in self.applied if a.change.signature != sig]
         replaced = [a.change.workaround for a in self.applied if a.change.signature == sig]
         before = self._build(kept)
         engine = report.environment.engine
         skipped: list[Skipped] = []
-        for rec in top.workarounds:
+        for rec in recs:
             why_not = self._unusable(rec, sig, report, top, before)
             if why_not is not None:
                 skipped.append(Skipped(workaround=rec.id, title=rec.title, reason=why_not,
                                        by_hand=by_hand(rec) if self._manual(rec) else None))
                 continue
-            spec = self.cat.workarounds[rec.id]
-            change = Change(signature=sig, finding=top.title, workaround=rec.id, title=rec.title,
+            spec = self.cat.workarounds.get(rec.id) if rec.source == "catalogue" else None
+            cost = " ".join(spec.cost.split()) if spec is not None else rec.cost
+            change = Change(signature=sig, finding=title, workaround=rec.id, title=rec.title,
                             add=list(rec.flags), remove=list(rec.remove_flags), env=_env(rec), note=rec.note,
-                            replaces=replaced[-1] if replaced else None, cost=" ".join(spec.cost.split()),
-                            passed_over=skipped)
+                            replaces=replaced[-1] if replaced else None, cost=cost,
+                            passed_over=skipped, source=rec.source, frame=rec.frame)
             applied = _Applied(change, rec, engine if (rec.flags or rec.remove_flags) else None)
             launch = self._build([*kept, applied])
             if self._effective(launch) == self._effective(before):
@@ -117,7 +127,9 @@ class Plan:
             self.tried.add((sig, rec.id))
             self.applied = [*kept, applied]
             return Decision(top, change, launch, skipped)
-        if replaced:
+        if unknown is not None:
+            reason = f"{unknown}; none of the switches derived from its stack can be applied automatically"
+        elif replaced:
             reason = f"{sig} came back after {replaced[-1]}, and none of its other workarounds can be applied automatically"
         else:
             reason = f"none of the workarounds of {sig} can be applied automatically"
@@ -127,15 +139,27 @@ class Plan:
         return launch.argv, {k: v for k, v in launch.env.items() if self.environ.get(k) != v}
 
     def _manual(self, rec: Workaround) -> bool:
+        if rec.source == "feature-switch":
+            return not rec.auto or bool(rec.action)
         spec = self.cat.workarounds.get(rec.id)
         return rec.source != "catalogue" or spec is None or not spec.automatic or bool(spec.action)
 
-    def _unusable(self, rec: Workaround, sig: str, report: Report, top: Finding, before: Launch) -> str | None:
+    def _unusable(self, rec: Workaround, sig: str, report: Report, top: Finding | None, before: Launch) -> str | None:
+        if (sig, rec.id) in self.tried:
+            return "tried in an earlier attempt; the failure came back"
+        if rec.source == "feature-switch":
+            # derived from the stack by the feature map: applied after the catalogue's own, when
+            # the map marks the switch safe to apply blindly
+            if rec.action:
+                return "a step outside the launch command"
+            if not rec.auto:
+                return "a derived switch the feature map does not mark safe to apply automatically"
+            if rec.status != "recommended":
+                return rec.note or rec.status
+            return _env_problem(rec, before, self.environ)
         spec = self.cat.workarounds.get(rec.id)
         if rec.source != "catalogue" or spec is None:
             return "the engine's own hint, not a catalogue entry"
-        if (sig, rec.id) in self.tried:
-            return "tried in an earlier attempt; the failure came back"
         if spec.action:
             return "a step outside the launch command"
         if not spec.automatic:
@@ -150,7 +174,7 @@ class Plan:
             return f"its flags are {spec.engine}'s, and the log shows {engine or 'no known engine'}"
         if any("<" in f for f in rec.flags):
             return "has a value the operator must choose"
-        return _value_problem(spec, report, top) or _env_problem(rec, before, self.environ)
+        return (_value_problem(spec, report, top) if top is not None else None) or _env_problem(rec, before, self.environ)
 
 
 def _env(rec: Workaround) -> dict[str, str]:
