@@ -130,9 +130,18 @@ def _compiled(text: str, parts: int | None) -> re.Pattern[str]:
     return re.compile(body + (more + _TRAIL if parts is None else r"\Z"), re.DOTALL)
 
 
+def _cut_off(line: str) -> bool:
+    return line.rstrip().endswith(("...", "…")) or len(line) >= 100
+
+
 def _match(text: str, line: str) -> tuple[int, bool] | None:
     """(literal characters matched, cut off?) when the template gives this message line."""
     head = first_line(text)
+    # every literal word of the template must be in the line (its first ones, for a line cut
+    # off) before a regex is compiled: most candidates share only their key word
+    words = literal(head).split()
+    if not all(w in line for w in words) and not (_cut_off(line) and all(w in line for w in words[:3])):
+        return None
     if _compiled(text, None).fullmatch(line):
         return len(literal(head)), False
     # a message the log cut off: its end must fall inside the template, after enough of it
@@ -141,7 +150,7 @@ def _match(text: str, line: str) -> tuple[int, bool] | None:
         lit = len(literal("".join(segs[:k])))
         if lit < MIN_PREFIX:
             break
-        if _compiled(text, k).fullmatch(line) and (line.rstrip().endswith(("...", "…")) or len(line) >= 100):
+        if _cut_off(line) and _compiled(text, k).fullmatch(line):
             return lit, True
     return None
 
