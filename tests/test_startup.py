@@ -42,6 +42,17 @@ def test_precompiled_template_is_up_to_date() -> None:
     assert p.returncode == 0, p.stdout + p.stderr
 
 
+def test_compiled_feature_map_is_up_to_date_and_used() -> None:
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "compile_features.py"), "--check"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    from triage.catalogue.features import _compiled, feature_map
+
+    assert _compiled() is not None
+    fast, checked = feature_map(), feature_map(validate=True)
+    assert {e: [f.raw for f in fs] for e, fs in fast.items()} == {e: [f.raw for f in fs] for e, fs in checked.items()}
+
+
 def test_precompiled_template_renders_what_the_template_renders(monkeypatch) -> None:
     from triage.catalogue.load import load_catalogue
     from triage.pipeline.analyze import Options, analyze_file
