@@ -139,7 +139,7 @@ def _match(text: str, line: str) -> tuple[int, bool] | None:
     head = first_line(text)
     # every literal word of the template must be in the line (its first ones, for a line cut
     # off) before a regex is compiled: most candidates share only their key word
-    words = literal(head).split()
+    words = [w for seg in segments(head) if not seg.startswith(HOLE) for w in seg.split()]
     if not all(w in line for w in words) and not (_cut_off(line) and all(w in line for w in words[:3])):
         return None
     if _compiled(text, None).fullmatch(line):
