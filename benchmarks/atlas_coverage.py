@@ -28,11 +28,12 @@ from triage.pipeline.analyze import analyze_file  # noqa: E402
 
 _NATIVE = re.compile(r"CUDA error|HIP error|CUDA kernel|cuda|NCCL|nccl|\.cu:\d|\.cpp:\d|c10::|at::|Tllm|"
                      r"TensorRT|illegal (memory|instruction)|Segmentation fault|core dumped|SIG[A-Z]+|"
-                     r"Fatal Python error|Assertion failed|oneCCL|map::at", re.I)
+                     r"Fatal Python error|Assertion failed|assert\(|oneCCL|map::at", re.I)
 _BUILTIN = re.compile(r"list index out of range|has no attribute|not subscriptable|missing \d+ required|"
                       r"unexpected keyword argument|not enough values to unpack|too many values to unpack|"
                       r"\[Errno \d+\]|object is not|takes \d+ positional|division by zero|^'.*'$|"
-                      r"unsupported operand|cannot import name|No module named")
+                      r"unsupported operand|cannot import name|No module named|is not defined|"
+                      r"returned non-zero exit status|Expecting value: line")
 _LIBRARY_FRAME = re.compile(r"/(torch|triton|transformers|ray|tensorrt_llm|safetensors|accelerate|zmq|uvloop|"
                             r"asyncio|concurrent|multiprocessing|pydantic|fastapi|starlette)/")
 ATLAS_ENGINES = {"sglang", "vllm", "lmdeploy"}
@@ -50,7 +51,7 @@ def miss_cause(engine: str, report: Report) -> str:
     if _NATIVE.search(text):
         return "message from C++/CUDA/NCCL or a signal"
     if _BUILTIN.search(f.message):
-        return "raised by Python itself (builtin message)"
+        return "raised by Python itself or its standard library (subprocess, json)"
     if f.frames and _LIBRARY_FRAME.search(f.frames[-1].file):
         return "raised in torch, Triton or another library the atlas does not read"
     if len(f.message) >= 100 or f.message.rstrip().endswith(("...", "…")):
