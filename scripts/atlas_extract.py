@@ -105,7 +105,9 @@ class _Templater:
 def _normalise(t: str) -> str:
     # adjacent holes read as one (`{a}{b}` matches any text either way)
     t = re.sub(f"(?:{HOLE}[sdf]){{2,}}", HOLE + "s", t)
-    return t.strip()
+    # not str.strip(): Python counts the hole marker (U+001F) as white space, and a message that
+    # opens with a value ("{dtype} is not supported ...") would lose its first hole
+    return t.strip(" \t\r\n")
 
 
 def _names(nodes: list[ast.expr], self_is_config: bool = False) -> list[str]:

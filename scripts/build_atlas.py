@@ -39,7 +39,7 @@ from atlas_releases import PACKAGES  # noqa: E402
 from triage.catalogue import atlas  # noqa: E402
 from triage.catalogue.flags import flag_index  # noqa: E402
 
-EXTRACT_VERSION = 4  # bump when atlas_extract's output changes: the per-file cache is redone
+EXTRACT_VERSION = 5  # bump when atlas_extract's output changes: the per-file cache is redone
 DEFAULT_CACHE = Path(os.environ.get("TRIAGE_ATLAS_CACHE", Path.home() / ".cache" / "triage-atlas"))
 ENGINES = {"sglang", "vllm", "lmdeploy"}
 _FLAG_IN_TEXT = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")

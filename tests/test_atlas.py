@@ -109,3 +109,62 @@ def test_the_markdown_report_says_where_and_links_the_line(tmp_path):
     assert "**Raised at:** `sglang/srt/server_args.py · " in out
     assert " · SGLang 0.5.15-0.5.18`, [line " in out
     assert "(<https://github.com/sgl-project/sglang/blob/v0.5.16/python/sglang/srt/server_args.py#L" in out
+
+
+# `catalogue check` against the atlas: a reworded engine message, and `affects` claiming releases
+# without the message. SGLang has printed "alloc_req_slots runs out of memory. ..." from
+# 0.4.3.post3 on (sglang/srt/managers/schedule_batch.py).
+ALLOC_SIG = """\
+id: user-alloc-req-slots
+title: The request slots ran out
+engine: sglang
+severity: crash
+keywords: [alloc_req_slots]
+patterns:
+  - '{pattern}'
+{affects}explanation: |
+  The request-to-token pool has one slot per running request; a burst over it fails the batch.
+workarounds: [sglang-lower-max-running-requests]
+references: [https://github.com/sgl-project/sglang/issues/1]
+open_issue: https://github.com/sgl-project/sglang/issues/1
+examples:
+  match:
+    - "RuntimeError: {example}"
+  no_match:
+    - "RuntimeError: alloc_req_slots was called twice"
+"""
+
+
+def _check(tmp_path, pattern: str, example: str, affects: str = "") -> str:
+    d = tmp_path / "cat" / "signatures"
+    d.mkdir(parents=True)
+    (d / "alloc.yaml").write_text(ALLOC_SIG.format(pattern=pattern, example=example, affects=affects))
+    return run_cli("catalogue", "check", str(tmp_path / "cat")).stdout.decode()
+
+
+def test_check_warns_when_a_pattern_matches_no_release_and_names_the_nearest_message(tmp_path):
+    out = _check(tmp_path, r"alloc_req_slots ran out of memory", "alloc_req_slots ran out of memory")
+    assert "warn " in out and "user-alloc-req-slots: no pattern matches a message sglang raises in any release" in out
+    assert "nearest: 'alloc_req_slots runs out of memory." in out
+    assert "sglang/srt/managers/schedule_batch.py" in out
+    assert "0 problems, 1 source-atlas warning" in out  # a warning, not a failure
+
+
+def test_check_warns_when_affects_claims_releases_without_the_message(tmp_path):
+    out = _check(tmp_path, r"alloc_req_slots runs out of memory", "alloc_req_slots runs out of memory.",
+                 affects="affects: '>=0.3.0'\n")
+    assert "affects '>=0.3.0' claims 0.3.0-0.4.3.post2, where no release raises" in out
+    # the same entry with the message's real range is clean
+    clean = _check(tmp_path / "2", r"alloc_req_slots runs out of memory", "alloc_req_slots runs out of memory.",
+                   affects="affects: '>=0.4.3.post3'\n")
+    assert "warn " not in clean and "0 problems" in clean
+
+
+def test_new_fills_affects_and_a_reference_from_the_atlas(tmp_path):
+    log = _log(tmp_path, "sglang version 0.5.16", SSM)
+    out = run_cli("new", log).stdout.decode()
+    assert 'frames: ["server_args.py:mamba_cache_chunk_size"]' in out
+    # the message's releases, not only this site's: it moved to arg_groups/overrides.py in 0.5.19
+    assert 'affects: ">=0.5.15"' in out
+    assert "asserting max(chunk_size, page_size) % min(chunk_size, page_size) == 0" in out
+    assert "  - https://github.com/sgl-project/sglang/blob/v0.5.16/python/sglang/srt/server_args.py#L" in out

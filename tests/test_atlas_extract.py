@@ -98,3 +98,10 @@ def test_an_exception_built_by_a_helper_and_raised_elsewhere():
 
 def test_a_raised_call_is_emitted_once():
     assert len(extract("def f(x):\n    raise ValueError(f'the tokenizer has no chat template: {x}')\n")) == 1
+
+
+def test_a_message_that_opens_with_a_value_keeps_its_first_hole():
+    # str.strip() counts the hole marker as white space: "{dtype} is not supported" became
+    # "s is not supported", which no log line matches
+    m = _one("def f(dtype, name):\n    raise ValueError(f'{dtype} is not supported for quantization method {name}')\n")
+    assert m.template == f"{HOLE}s is not supported for quantization method {HOLE}s"

@@ -331,8 +331,11 @@ def skeleton(report: Report, failure_index: int, log_text_excerpt: str | None = 
         out.append(f"frames: [{', '.join(_q(f) for f in frames)}]")
     affects = _affects(site) if site is not None else None
     if site is not None:
+        guard = ""
+        if site.condition:
+            guard = f", asserting {site.condition}" if site.exception == "AssertionError" else f", when {site.condition}"
         out.append(f"# source atlas: {site.exception} raised in {site.file} ({site.function}), {site.package} "
-                   f"{site.versions}" + (f", when {site.condition}" if site.condition else ""))
+                   f"{site.versions}{guard}")
     if affects:
         out.append("# the releases that raise this message; narrow it to the bug's range, or drop it for a")
         out.append("# configuration error (then no_upstream_fix says why)")
@@ -363,12 +366,13 @@ def skeleton(report: Report, failure_index: int, log_text_excerpt: str | None = 
 def _affects(site: RaisedAt) -> str | None:
     """A version specifier for the releases a site raises its message in (first to last, open
     when the newest release the atlas read still raises it)."""
-    if site.package not in ENGINES or not site.versions:
+    ranges = site.message_versions or site.versions
+    if site.package not in ENGINES or not ranges:
         return None
     from triage.catalogue.atlas import shipped
 
     atlas = shipped()
-    spans = [p.strip() for p in site.versions.split(",")]
+    spans = [p.strip() for p in ranges.split(",")]
     first = spans[0].split("-", 1)[0]
     last = spans[-1].split("-", 1)[-1]
     newest = atlas.packages[site.package].versions[-1] if atlas and site.package in atlas.packages else None

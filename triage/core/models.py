@@ -54,6 +54,7 @@ class RaisedAt(Record):
     line: int | None = None  # in `release`
     release: str | None = None  # the release whose line and link are given
     versions: str = ""  # the releases this site raises the message in ("0.8.0-0.11.2")
+    message_versions: str = ""  # the releases any site raises it in (it may have moved files)
     exception: str = ""  # the class raised, AssertionError, or the log level of a logged message
     template: str = ""  # the message with its holes as {}
     condition: str | None = None  # the guard: the enclosing `if` test or the assert's condition

@@ -179,6 +179,7 @@ def _sites(hits: list[tuple[Template, bool]], f: Failure, env: Environment, atla
     for t, partial in hits:
         pkg = atlas.packages[t.package]
         vi = _release_index(pkg, env.version) if pkg.name == env.engine else None
+        everywhere = span_text(pkg.versions, [i for s in t.sites for a, b, _ in s.runs for i in range(a, b + 1)])
         for s in t.sites:
             idx = [i for a, b, _ in s.runs for i in range(a, b + 1)]
             run = next(((a, b, ln) for a, b, ln in s.runs if vi is not None and a <= vi <= b), None)
@@ -189,7 +190,7 @@ def _sites(hits: list[tuple[Template, bool]], f: Failure, env: Environment, atla
             on_stack = next((k for k, fr in enumerate(frames) if fr.endswith("/" + s.file)), len(frames))
             out.append(((in_version is False, on_stack, -rel_i), RaisedAt(
                 package=pkg.name, file=s.file, function=s.function, line=ln, release=release,
-                versions=span_text(pkg.versions, idx), exception=t.exception, template=t.text.replace(HOLE + "s", "{}")
+                versions=span_text(pkg.versions, idx), message_versions=everywhere, exception=t.exception, template=t.text.replace(HOLE + "s", "{}")
                 .replace(HOLE + "d", "{}").replace(HOLE + "f", "{}"),
                 condition=s.condition or None, fields=list(s.names), flags=list(s.flags),
                 link=pkg.link(release, s.file, ln), in_version=in_version, partial=partial)))

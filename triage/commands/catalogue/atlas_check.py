@@ -66,20 +66,45 @@ def _span(versions: list[str], idx: set[int]) -> str:
     return span_text(versions, idx) if idx else "none"
 
 
+_BY_ENGINE: dict[tuple[int, str], list[tuple[Template, str]]] = {}
+
+
+def _engine_templates(atlas: Atlas, engine: str) -> list[tuple[Template, str]]:
+    """Every template of an engine with its lower-cased text, read once per atlas and engine."""
+    key = (id(atlas), engine)
+    if key not in _BY_ENGINE:
+        _BY_ENGINE.clear()  # one atlas at a time: an id can be reused by a later one
+        for t in atlas.templates():
+            _BY_ENGINE.setdefault((id(atlas), t.package), []).append((t, t.text.lower()))
+        _BY_ENGINE.setdefault(key, [])
+    return _BY_ENGINE[key]
+
+
+def _similarity(target: str, t: Template) -> float:
+    """How alike a pattern's words and a message are: a pattern is usually about the start of
+    a message, so its words are also compared with a stretch of the message of their length."""
+    lit = " ".join(literal(t.text).split())
+    whole = difflib.SequenceMatcher(None, target, lit).ratio()
+    head = difflib.SequenceMatcher(None, target, lit[: len(target) + 8]).ratio()
+    return max(whole, head)
+
+
 def check_signature(atlas: Atlas, sig: Signature) -> list[str]:
     spec = sig.spec
     if spec.engine not in ENGINES or spec.engine not in atlas.packages:
         return []
     pkg = atlas.packages[spec.engine]
-    text = " ".join([*spec.keywords, *(_plain(p) for p in spec.patterns)])
-    cands = [t for t in atlas.candidates(text) if t.package == spec.engine]
+    # the engine's templates that hold one of the signature's keywords (which every match of its
+    # patterns holds, so a template without them cannot be what it is about)
+    keys = [k.lower() for k in spec.keywords]
+    cands = [t for t, low in _engine_templates(atlas, spec.engine) if any(k in low for k in keys)]
     if not cands:
         return []  # nothing of the engine's own source says these words: a torch/CUDA/C++ message
     matching = [t for t in cands if _matches(sig, t)]
     if not matching:
         target = " ".join(_plain(p) for p in spec.patterns)
-        nearest = max(cands, key=lambda t: difflib.SequenceMatcher(None, target, literal(t.text)).ratio())
-        ratio = difflib.SequenceMatcher(None, target, literal(nearest.text)).ratio()
+        nearest = max(cands, key=lambda t: _similarity(target, t))
+        ratio = _similarity(target, nearest)
         if ratio < 0.55:
             return []
         s = nearest.sites[-1]
