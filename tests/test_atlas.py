@@ -168,3 +168,15 @@ def test_new_fills_affects_and_a_reference_from_the_atlas(tmp_path):
     assert 'affects: ">=0.5.15"' in out
     assert "asserting max(chunk_size, page_size) % min(chunk_size, page_size) == 0" in out
     assert "  - https://github.com/sgl-project/sglang/blob/v0.5.16/python/sglang/srt/server_args.py#L" in out
+
+
+def test_a_message_quoted_inside_a_wrapper_is_located_without_the_wrappers_stack(tmp_path):
+    # vLLM 0.4.1-0.5.5, vllm/engine/output_processor/multi_step.py: asyncio prints the assert
+    # inside its Future's repr, under the traceback of the code that awaited it
+    log = _log(tmp_path, "INFO 08-21 10:00:00 api_server.py:212] vLLM API server version 0.5.4",
+               "Traceback (most recent call last):",
+               '  File "/usr/local/lib/python3.10/dist-packages/vllm/engine/async_llm_engine.py", line 56, in _log_task_completion',
+               "    return_value = task.result()",
+               "AssertionError: future: <Future finished exception=AssertionError('expected running sequences')>")
+    sites = _raised(log)
+    assert [(s["file"], s["in_version"]) for s in sites] == [("vllm/engine/output_processor/multi_step.py", True)]

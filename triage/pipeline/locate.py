@@ -33,7 +33,10 @@ MAX_SITES = 4  # per failure: the same message raised in more places says little
 # more distinct sites than this for one message: too common a text to say where it came from
 AMBIGUOUS = 12
 _TRAIL = r"[\s.:;,!)\]'\"]*"
-_QUOTED = re.compile(r"(?:\b(?P<exc>[A-Z]\w*(?:Error|Exception))\()?(?P<q>['\"])(?P<msg>[^'\"]{16,}?)(?P=q)")
+# a quoted message: it opens and closes on a word, not on the space between two quoted names
+# ("'X' object has no attribute 'y'" quotes nothing)
+_QUOTED = re.compile(r"(?:\b(?P<exc>[A-Z]\w*(?:Error|Exception))\()?(?P<q>['\"])(?P<msg>[^'\"\s][^'\"]{14,}?[^'\"\s])(?P=q)")
+_EXC_CLASS = re.compile(r"(Error|Exception|Interrupt|Exit|Warning)$")
 # with a traceback, a site off its stack still counts for a long message raised as the class
 # the log shows (a pasted traceback often lacks its innermost frames); a short one does not
 OFF_STACK_LITERAL = 40
@@ -110,6 +113,9 @@ def _best(atlas: Atlas, exc: str, line: str, engine: str | None, frame_pkgs: set
         matched, partial = got
         if t.exception[:1].isupper() and t.exception != short and matched < 2 * MIN_LITERAL:
             continue  # a short message raised as another class is likely someone else's text
+        # ("Error" is the label of a logged error line, not a class)
+        if t.exception[:1].islower() and short != "Error" and _EXC_CLASS.search(short) and matched < OFF_STACK_LITERAL:
+            continue  # an exception's message is raised, not logged: a short logged text is a look-alike
         score = matched + (0.5 if t.exception == short else 0) + (0.25 if pkg.name == engine else 0)
         scored.append((score, t, partial))
     if not scored:
