@@ -180,3 +180,17 @@ def test_a_message_quoted_inside_a_wrapper_is_located_without_the_wrappers_stack
                "AssertionError: future: <Future finished exception=AssertionError('expected running sequences')>")
     sites = _raised(log)
     assert [(s["file"], s["in_version"]) for s in sites] == [("vllm/engine/output_processor/multi_step.py", True)]
+
+
+def test_a_number_hole_next_to_a_unit_and_the_release_that_raised_it(tmp_path):
+    # vLLM's KV-cache check, as 0.9.1 prints it (vllm/v1/core/kv_cache_utils.py, 0.9.1-0.12.0):
+    # `{needed_memory / GiB_bytes:.2f} GiB`, a typed hole followed by a space and a unit
+    msg = ("ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache "
+           "is needed, which is larger than the available KV cache memory (9.66 GiB). Based on the available "
+           "memory, the estimated maximum model length is 79136. Try increasing `gpu_memory_utilization` or "
+           "decreasing `max_model_len` when initializing the engine.")
+    log = _log(tmp_path, "INFO 05-12 10:11:05 [api_server.py:1287] vLLM API server version 0.9.1", msg)
+    sites = _raised(log)
+    assert [(s["file"], s["function"], s["versions"], s["in_version"], s["partial"]) for s in sites] == [
+        ("vllm/v1/core/kv_cache_utils.py", "check_enough_kv_cache_memory", "0.9.1-0.12.0", True, False)]
+    assert sites[0]["condition"] == "needed_memory > available_memory"

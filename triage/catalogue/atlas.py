@@ -100,8 +100,15 @@ def pattern(template: str, prefix_parts: int | None = None) -> re.Pattern[str]:
 
 
 def _loose(text: str) -> str:
-    # runs of white space may be folded or re-wrapped by the log or by a paste
-    return r"\s+".join(re.escape(part) for part in text.split()) if text.strip() else re.escape(text)
+    """A literal segment as a regex: runs of white space may be folded or re-wrapped by the log or
+    a paste; the white space at either end is kept, as optional (between a number hole and `GiB`
+    it is needed; before an empty hole at the end of a line, the log has often dropped it)."""
+    if not text:
+        return ""
+    if not text.strip():
+        return r"\s*"
+    body = r"\s+".join(re.escape(part) for part in text.split())
+    return (r"\s*" if text[0].isspace() else "") + body + (r"\s*" if text[-1].isspace() else "")
 
 
 def span_text(versions: list[str], idx: set[int] | list[int]) -> str:
