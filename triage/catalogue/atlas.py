@@ -192,7 +192,7 @@ class Atlas:
         made = self._made.get(word)
         if made is None:
             raw = self.shard(shard_of(word, len(self.header["shards"]))).get(word, ())
-            made = self._made[word] = [_template(t) for t in raw]
+            made = self._made[word] = [make_template(t) for t in raw]
         return made
 
     def candidates(self, text: str) -> Iterator[Template]:
@@ -207,7 +207,7 @@ class Atlas:
                 yield from self.filed_under(w)
 
 
-def _template(raw: list) -> Template:
+def make_template(raw: list) -> Template:
     pkg, exc, text, sites = raw
     return Template(package=pkg, exception=exc, text=text, sites=tuple(
         Site(file=s[0], function=s[1], condition=s[2], names=tuple(s[3]), flags=tuple(s[4]),

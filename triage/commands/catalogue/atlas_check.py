@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import regex
 
-from triage.catalogue.atlas import HOLE, Atlas, Template, literal, span_text
+from triage.catalogue.atlas import HOLE, Atlas, Template, literal, make_template, span_text
 from triage.catalogue.load import Catalogue, Signature
 
 ENGINES = ("sglang", "vllm", "lmdeploy")
@@ -66,16 +66,19 @@ def _span(versions: list[str], idx: set[int]) -> str:
     return span_text(versions, idx) if idx else "none"
 
 
-_BY_ENGINE: dict[tuple[int, str], list[tuple[Template, str]]] = {}
+_BY_ENGINE: dict[tuple[int, str], list[tuple[list, str]]] = {}
 
 
-def _engine_templates(atlas: Atlas, engine: str) -> list[tuple[Template, str]]:
-    """Every template of an engine with its lower-cased text, read once per atlas and engine."""
+def _engine_templates(atlas: Atlas, engine: str) -> list[tuple[list, str]]:
+    """Every template of an engine, as stored, with its lower-cased text; read once per atlas
+    (a Template is made only for the few a signature's keywords select)."""
     key = (id(atlas), engine)
     if key not in _BY_ENGINE:
         _BY_ENGINE.clear()  # one atlas at a time: an id can be reused by a later one
-        for t in atlas.templates():
-            _BY_ENGINE.setdefault((id(atlas), t.package), []).append((t, t.text.lower()))
+        for no in range(len(atlas.header["shards"])):
+            for raws in atlas.shard(no).values():
+                for raw in raws:
+                    _BY_ENGINE.setdefault((id(atlas), raw[0]), []).append((raw, raw[2].lower()))
         _BY_ENGINE.setdefault(key, [])
     return _BY_ENGINE[key]
 
@@ -97,7 +100,7 @@ def check_signature(atlas: Atlas, sig: Signature) -> list[str]:
     # the engine's templates that hold one of the signature's keywords (which every match of its
     # patterns holds, so a template without them cannot be what it is about)
     keys = [k.lower() for k in spec.keywords]
-    cands = [t for t, low in _engine_templates(atlas, spec.engine) if any(k in low for k in keys)]
+    cands = [make_template(raw) for raw, low in _engine_templates(atlas, spec.engine) if any(k in low for k in keys)]
     if not cands:
         return []  # nothing of the engine's own source says these words: a torch/CUDA/C++ message
     matching = [t for t in cands if _matches(sig, t)]
