@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                     tkey = (name, exc, text)
                     skey = (path, func)
                     sites[tkey][skey].setdefault(vi, line)
-                    site_info[(name, exc, text, path, func)] = (cond, [n for n in nm if not n.startswith("__")])
+                    # a name called in the guard is a method (quant_config.get_min_capability()), not a setting
+                    site_info[(name, exc, text, path, func)] = (cond, [n for n in nm if not n.startswith("__")
+                                                                     and f"{n}(" not in cond])
     print(f"{len(sites)} templates, {sum(len(s) for s in sites.values())} sites", flush=True)
 
     # each template is filed under its rarest key word across the whole atlas
