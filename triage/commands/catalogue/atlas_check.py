@@ -31,12 +31,16 @@ class AtlasWarning:
 
 
 def _renderings(t: Template) -> list[str]:
+    """The message with its holes filled, alone and as the exception line a log shows
+    (`ValueError: ...`: many patterns name the class)."""
     out = []
     for fill in _FILLS:
         s = t.text
         for code in "sdf":
             s = s.replace(HOLE + code, fill)
         out.append(s)
+        if t.exception[:1].isupper():
+            out.append(f"{t.exception}: {s}")
     return out
 
 
