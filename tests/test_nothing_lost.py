@@ -1,0 +1,194 @@
+"""Issue 35, "nothing lost": inputs that used to lose the crash or end in an internal error.
+
+Each test goes through the command line (in this process: tests/conftest.py run_cli)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from conftest import FIXTURES, run_cli
+
+CRASH = FIXTURES / "sglang-nsa-tp8.log"
+
+
+# -- reading: stdin, compression, UTF-16, line ends, FIFOs, read errors (items 1, 3, 4, 10, 15) ---
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_analyze_stdin_redirected_from_a_regular_file(jobs):
+    """`triage analyze - < server.log`: stdin is a regular file, which the byte-range workers
+    used to reopen by its name, `-` (FileNotFoundError) whenever more than one job ran."""
+    p = run_cli("analyze", "-", "-j", jobs, "--format", "json", stdin=CRASH)
+    assert p.returncode == 1, p.stderr
+    assert b"internal error" not in p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["reports"][0]["source"] == "-" and doc["failures"]
+    # the same report as for the file itself (but for its name)
+    direct = json.loads(run_cli("analyze", str(CRASH), "--format", "json").stdout)
+    assert [f["fingerprint"] for f in doc["failures"]] == [f["fingerprint"] for f in direct["failures"]]
+
+
+def test_new_from_stdin_redirected_from_a_regular_file(tmp_path):
+    log = tmp_path / "unknown.log"
+    log.write_text("[2025-06-24 22:26:47 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                   '  File "/x/frobnicate.py", line 77, in frobnicate_shards\n'
+                   "    raise ValueError('shard 17 frobnication checksum mismatch')\n"
+                   "ValueError: shard 17 frobnication checksum mismatch: 0x3f2a != 0x3f2b\n\n", encoding="utf-8")
+    p = run_cli("new", "-", stdin=log)
+    assert p.returncode == 0, p.stderr
+    assert b"frobnication" in p.stdout
+
+
+@pytest.mark.parametrize("command", ["analyze", "new"])
+def test_closed_stdin_is_one_line(command):
+    p = run_cli(command, "-", stdin_closed=True)
+    assert p.returncode == 2
+    assert p.stderr.decode().startswith("triage: error: -: stdin is closed")
+    assert b"internal error" not in p.stderr and p.stderr.count(b"\n") == 1
+
+
+def _compressed(fmt: str, data: bytes) -> bytes:
+    import bz2
+    import io
+    import lzma
+    import zipfile
+
+    if fmt == "xz":
+        return lzma.compress(data)
+    if fmt == "bz2":
+        return bz2.compress(data)
+    if fmt == "zip":
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("server.log", data)
+        return buf.getvalue()
+    if fmt == "zst":
+        zstandard = pytest.importorskip("zstandard")
+        return zstandard.ZstdCompressor().compress(data)
+    lz4frame = pytest.importorskip("lz4.frame")
+    return lz4frame.compress(data)
+
+
+@pytest.mark.parametrize("fmt", ["xz", "bz2", "zip", "zst", "lz4"])
+def test_compressed_logs_are_read_by_their_magic_bytes(tmp_path, fmt):
+    """They read as "no failure found" (exit 0), and an .lz4 as a failure made up of its bytes."""
+    blob = _compressed(fmt, CRASH.read_bytes())
+    direct = json.loads(run_cli("analyze", str(CRASH), "--format", "json").stdout)
+    for name in (f"server.log.{fmt}", "renamed.log"):  # the suffix does not matter
+        f = tmp_path / name
+        f.write_bytes(blob)
+        p = run_cli("analyze", str(f), "--format", "json")
+        assert p.returncode == 1, p.stderr
+        doc = json.loads(p.stdout)
+        assert [x["fingerprint"] for x in doc["failures"]] == [x["fingerprint"] for x in direct["failures"]]
+    if fmt != "zip":  # a zip needs to seek: a pipe is refused (below)
+        p = run_cli("analyze", "-", "--format", "json", stdin=blob)
+        assert p.returncode == 1, p.stderr
+
+
+@pytest.mark.parametrize("fmt", ["zst", "lz4"])
+def test_zstd_and_lz4_without_their_package_are_refused(tmp_path, fmt, monkeypatch):
+    magic = {"zst": b"\x28\xb5\x2f\xfd", "lz4": b"\x04\x22\x4d\x18"}[fmt]
+    f = tmp_path / "server.log"
+    f.write_bytes(magic + b"\x00" * 64 + b"Traceback (most recent call last):\nValueError: noise\n")
+    for module in ("zstandard",) if fmt == "zst" else ("lz4", "lz4.frame"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    p = run_cli("analyze", str(f))
+    assert p.returncode == 2
+    line = p.stderr.decode()
+    assert line.count("\n") == 1 and "not installed" in line and "triage[compression]" in line, line
+
+
+def test_zip_of_several_files_and_zip_from_a_pipe_are_refused(tmp_path):
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("a.log", "x\n")
+        z.writestr("b.log", "y\n")
+    f = tmp_path / "logs.zip"
+    f.write_bytes(buf.getvalue())
+    p = run_cli("analyze", str(f))
+    assert p.returncode == 2 and b"zip archive of 2 files" in p.stderr
+    p = run_cli("analyze", "-", stdin=_compressed("zip", CRASH.read_bytes()))
+    assert p.returncode == 2 and b"cannot be read from a pipe" in p.stderr
+
+
+def test_fleet_counts_a_compressed_crash_as_a_failure(tmp_path):
+    d = tmp_path / "archive"
+    d.mkdir()
+    (d / "node1.log.xz").write_bytes(_compressed("xz", CRASH.read_bytes()))
+    p = run_cli("fleet", str(d), "--format", "json")
+    assert p.returncode == 1, p.stderr
+    assert json.loads(p.stdout)["summary"]["with_failure"] == 1
+
+
+def test_stray_bom_before_a_utf8_log():
+    """FF FE then UTF-8: decoded as UTF-16, the crash was lost ("no failure found", exit 0)."""
+    p = run_cli("analyze", "-", "--format", "json", stdin=b"\xff\xfe" + CRASH.read_bytes())
+    assert p.returncode == 1, p.stderr
+    assert json.loads(p.stdout)["failures"]
+
+
+def _reads_as_the_crash(data: bytes) -> None:
+    """`data` on stdin gives the crash log's failures, at the same lines."""
+    p = run_cli("analyze", "-", "--format", "json", stdin=data)
+    assert p.returncode == 1, p.stderr
+    direct = json.loads(run_cli("analyze", str(CRASH), "--format", "json").stdout)
+    doc = json.loads(p.stdout)
+    assert doc["lines"] == direct["lines"]
+    assert [f["line"] for f in doc["failures"]] == [f["line"] for f in direct["failures"]]
+
+
+def test_utf16_head_then_utf8():
+    """A PowerShell-written head, then a UTF-8 process appending to the same file."""
+    lines = CRASH.read_bytes().splitlines(keepends=True)
+    head = b"".join(lines[:5]).decode("utf-8").encode("utf-16")  # with its BOM
+    _reads_as_the_crash(head + b"".join(lines[5:]))
+
+
+def test_cr_only_line_ends():
+    _reads_as_the_crash(CRASH.read_bytes().replace(b"\n", b"\r"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs")
+def test_analyze_of_a_fifo_without_a_writer_returns(tmp_path, monkeypatch):
+    import contextlib
+    import os
+    import threading
+
+    from triage.pipeline import read
+
+    monkeypatch.setattr(read, "FIFO_WAIT", 0.3)
+    fifo = tmp_path / "server.fifo"
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def rescue() -> None:  # should the command block in open() after all, unblock it
+        if not done.wait(20):
+            with contextlib.suppress(OSError), open(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK), "wb"):
+                pass
+
+    threading.Thread(target=rescue, daemon=True).start()
+    try:
+        p = run_cli("analyze", str(fifo))
+    finally:
+        done.set()
+    assert p.returncode == 2
+    assert b"no writer" in p.stderr and p.stderr.count(b"\n") == 1
+
+
+def test_proc_self_mem_in_a_directory_is_that_files_error(tmp_path):
+    d = tmp_path / "logs"
+    d.mkdir()
+    (d / "server.log").write_bytes(CRASH.read_bytes())
+    (d / "mem.log").symlink_to("/proc/self/mem")
+    p = run_cli("analyze", str(d), "--format", "json", "-j", "1")
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["failures"] and "mem.log" in " ".join(doc["summary"]["errors"])
+    p = run_cli("analyze", "/proc/self/mem")
+    assert p.returncode == 2 and b"internal error" not in p.stderr and p.stderr.count(b"\n") == 1, p.stderr
