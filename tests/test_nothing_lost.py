@@ -192,3 +192,48 @@ def test_proc_self_mem_in_a_directory_is_that_files_error(tmp_path):
     assert doc["failures"] and "mem.log" in " ".join(doc["summary"]["errors"])
     p = run_cli("analyze", "/proc/self/mem")
     assert p.returncode == 2 and b"internal error" not in p.stderr and p.stderr.count(b"\n") == 1, p.stderr
+
+
+# -- which failure ended the process (item 5) -----------------------------------------------------
+
+
+TS = "2025-06-24 22:26:47"
+SERVING = (f"[{TS} TP0] Decode batch. #running-req: 7, #token: 2000, token usage: 0.01, "
+           "gen throughput (token/s): 100.00, #queue-req: 0")
+SCHEDULER_CRASH = [
+    f"[{TS} TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2708, in run_scheduler_process',
+    "    scheduler.event_loop_overlap()",
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1951, in run_batch',
+    "    out = self.tp_worker.forward_batch_generation(batch)",
+    "KeyError: 'frobnicate-17'",
+    "",
+    f"[{TS}] Received sigquit from a child process. It usually means the child failed.",
+]
+
+
+@pytest.mark.parametrize("request_error", [
+    [f"[{TS}] ERROR:    Exception in ASGI application", "Traceback (most recent call last):",
+     '  File "/sgl/python/sglang/srt/entrypoints/http_server.py", line 300, in openai_v1_chat_completions',
+     "    return await handler(request)",
+     "ValueError: This model's maximum context length is 4096 tokens. However, you requested 5000 tokens."],
+    [f"[{TS}] Error in generate request: Traceback (most recent call last):",
+     '  File "/sgl/python/sglang/srt/managers/tokenizer_manager.py", line 300, in generate_request',
+     "    raise ValueError(msg)",
+     "ValueError: The input (5000 tokens) is longer than the model's context length (4096 tokens)."],
+], ids=["asgi", "generate"])
+def test_a_request_error_then_serving_then_a_scheduler_crash(tmp_path, request_error):
+    """The scheduler's traceback was read into the request's (its code lines went to the stream
+    whose exception line came last), or the request error was taken for the crash."""
+    log = tmp_path / "server.log"
+    log.write_text("\n".join([f"[{TS}] server_args=ServerArgs(model_path='m', tp_size=1)",
+                              f"[{TS}] The server is fired up and ready to roll!", SERVING,
+                              *request_error, SERVING, *SCHEDULER_CRASH]) + "\n")
+    p = run_cli("analyze", str(log), "--format", "json")
+    assert p.returncode == 1
+    doc = json.loads(p.stdout)
+    first, second = doc["failures"]
+    assert first["exception"] == "KeyError" and first["fatal"]
+    assert second["exception"] == "ValueError" and not second["fatal"]
+    verdict = run_cli("analyze", str(log)).stdout.decode().split("**Verdict:**")[1].split("\n")[0]
+    assert "KeyError" in verdict and "context length" not in verdict, verdict
