@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, run_cli
@@ -237,3 +238,42 @@ def test_a_request_error_then_serving_then_a_scheduler_crash(tmp_path, request_e
     assert second["exception"] == "ValueError" and not second["fatal"]
     verdict = run_cli("analyze", str(log)).stdout.decode().split("**Verdict:**")[1].split("\n")[0]
     assert "KeyError" in verdict and "context length" not in verdict, verdict
+
+
+# -- reports beside the logs; directories of non-logs (item 6) ------------------------------------
+
+
+def test_a_report_written_beside_the_logs_is_not_read_back(tmp_path):
+    d = tmp_path / "logs"
+    d.mkdir()
+    (d / "node1.log").write_bytes(CRASH.read_bytes())
+    (d / "node2.log").write_text("[2025-06-24 22:26:47] INFO: The server is fired up and ready to roll!\n")
+    first = run_cli("analyze", str(d), "--format", "json")
+    for fmt in ("markdown", "json"):
+        p = run_cli("analyze", str(d), "-o", str(d / f"r.{fmt}"), "--format", fmt)
+        assert p.returncode == 1, p.stderr
+    again = run_cli("analyze", str(d), "--format", "json")
+    assert json.loads(again.stdout)["summary"] == json.loads(first.stdout)["summary"]
+    # the leaderboard too, in both formats
+    for fmt in ("markdown", "json"):
+        run_cli("fleet", str(d), "-o", str(d / f"board.{fmt}"), "--format", fmt)
+    p = run_cli("fleet", str(d), "--format", "json")
+    assert json.loads(p.stdout)["summary"]["read"] == 2, p.stdout
+
+
+def test_a_directory_of_non_logs(tmp_path):
+    d = tmp_path / "stuff"
+    d.mkdir()
+    (d / "README.md").write_text("# Notes\n\nNothing to see here.\n")
+    (d / "blob.bin").write_bytes(bytes(range(256)) * 64)
+    p = run_cli("analyze", str(d))
+    assert p.returncode == 2
+    line = p.stderr.decode()
+    assert line.count("\n") == 1 and "no file looks like a server log" in line and "README.md" in line, line
+    # beside a real log: analysed, and each non-log says so
+    (d / "server.log").write_bytes(CRASH.read_bytes())
+    p = run_cli("analyze", str(d), "--format", "json")
+    assert p.returncode == 1
+    notes = {Path(r["source"]).name: r["notes"] for r in json.loads(p.stdout)["reports"]}
+    assert any("looks like a server log" in n for n in notes["README.md"])
+    assert not any("looks like a server log" in n for n in notes["server.log"])
