@@ -277,3 +277,18 @@ def test_a_directory_of_non_logs(tmp_path):
     notes = {Path(r["source"]).name: r["notes"] for r in json.loads(p.stdout)["reports"]}
     assert any("looks like a server log" in n for n in notes["README.md"])
     assert not any("looks like a server log" in n for n in notes["server.log"])
+
+
+# -- triage new on a failure only a generic signature names (item 7) ------------------------------
+
+
+def test_new_accepts_a_failure_only_a_generic_signature_matched(tmp_path):
+    import fakeserver
+
+    log = tmp_path / "crash.log"
+    log.write_text("\n".join([fakeserver.server_args([]), *fakeserver.HEAD, *fakeserver.UNKNOWN_CRASH]) + "\n")
+    report = run_cli("analyze", str(log))
+    assert report.returncode == 1 and "**Verdict:** unknown failure" in report.stdout.decode()
+    p = run_cli("new", str(log))
+    assert p.returncode == 0, p.stderr
+    assert b"frobnication" in p.stdout
