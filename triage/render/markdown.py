@@ -479,7 +479,9 @@ def render_markdown(r: Report) -> str:
         r=r, headline=_headline(r), top=top, top_failure=top_failure, applied=applied,
         summary=_summary(r, top, top_failure),
         findings_by_failure=by_failure, loose=[x for x in r.findings if x.failure is None],
-        requests=r.request_failures,
+        # each with its index in r.failures: looking it up per row (failures.index, a deep __eq__
+        # over every failure before it) made the report quadratic in failures
+        requests=[(i, f) for i, f in enumerate(r.failures) if not f.fatal],
         env_rows=env_rows, other_flags=_non_default(r),
     )
     return re.sub(r"\n{3,}", "\n\n", text)
