@@ -292,3 +292,152 @@ def test_new_accepts_a_failure_only_a_generic_signature_matched(tmp_path):
     p = run_cli("new", str(log))
     assert p.returncode == 0, p.stderr
     assert b"frobnication" in p.stdout
+
+
+# -- run and watch: signals, full disk, timeouts, retry, status lines (items 2, 9, 10, 12, 15, 16) ---
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_run_server_killed_by_sigkill_while_loading(tmp_path):
+    """A server SIGKILLed (the OOM killer) while loading: the report says so and triage exits
+    137, as a shell would, instead of "no failure found" and 1."""
+    log = tmp_path / "server.log"
+    script = ("echo '[2025-06-24 22:26:47 TP0] Load weight begin. avail mem=137.09 GB'; "
+              "echo '[2025-06-24 22:26:47 TP0] Loading safetensors checkpoint shards:  27% Completed | 45/163'; "
+              "kill -9 $$")
+    p = run_cli("run", "--log", str(log), "--grace", "0.2", "--", "sh", "-c", script)
+    assert p.returncode == 137, p.stderr
+    out = p.stdout.decode()
+    assert "killed by SIGKILL (signal 9) while loading weights" in out, out
+    assert "no failure found" not in out
+    assert "killed by SIGKILL (signal 9)" in p.stderr.decode()
+    # JSON: the exit event carries the raw status and the shell's code
+    p = run_cli("run", "--log", str(log), "--grace", "0.2", "--format", "json", "--", "sh", "-c", script)
+    assert p.returncode == 137
+    last = json.loads(p.stdout.decode().splitlines()[-1])
+    assert last["event"] == "exit" and last["status"] == -9 and last["exit_code"] == 137
+
+
+@pytest.mark.parametrize("value", ["nan", "-5", "inf"])
+def test_non_finite_or_negative_timeout_is_a_usage_error(tmp_path, value):
+    log = tmp_path / "server.log"
+    log.write_text("x\n")
+    for argv in (["watch", str(log), f"--timeout={value}"], ["run", f"--timeout={value}", "--", "true"]):
+        p = run_cli(*argv)
+        assert p.returncode == 2 and b"--timeout" in p.stderr, p.stderr
+
+
+FULL = Path("/dev/full")
+
+
+class _FullDisk:
+    """A log file on a disk that fills up: the first write lands, every later one fails ENOSPC."""
+
+    def __init__(self, fh) -> None:  # noqa: ANN001
+        self._fh, self.name, self._writes = fh, fh.name, 0
+
+    def write(self, data: bytes) -> int:
+        import errno
+
+        self._writes += 1
+        if self._writes > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self._fh.write(data)
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - flush, close, fileno: the real file's
+        return getattr(self._fh, name)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell")
+def test_run_log_on_a_full_disk_stops_the_server(tmp_path, monkeypatch):
+    """The tee thread died with a raw ENOSPC traceback and the server's exit was never seen."""
+    import os
+    import time
+
+    import triage.commands.run as run
+
+    real = run.open_stream
+    monkeypatch.setattr(run, "open_stream", lambda *a, **k: _FullDisk(real(*a, **k)))
+    pid_file, log = tmp_path / "pid", tmp_path / "server.log"
+    started = time.monotonic()
+    p = run_cli("run", "--log", str(log), "--", "sh", "-c",
+                f"echo $$ > {pid_file}; echo starting; sleep 0.3; echo more; exec sleep 60")
+    assert time.monotonic() - started < 30
+    assert p.returncode == 2
+    err = p.stderr.decode()
+    assert "Traceback" not in err and "internal error" not in err
+    assert f"triage: error: --log {log}: cannot write (No space left on device); the server was stopped" in err, err
+    pid = int(pid_file.read_text())
+    stat = Path(f"/proc/{pid}/stat")
+    if stat.exists():  # gone, or a zombie nobody reaped yet
+        assert stat.read_text().split()[2] == "Z"
+    else:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full")
+def test_watch_output_on_a_full_disk(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_bytes(CRASH.read_bytes())
+    for fmt in ("markdown", "json"):
+        p = run_cli("watch", str(log), "--timeout", "5", "--grace", "0.1", "-o", str(FULL), "--format", fmt)
+        assert p.returncode == 2, p.stderr
+        err = p.stderr.decode()
+        assert "internal error" not in err and "--output /dev/full: cannot write (No space left on device)" in err, err
+
+
+def test_stdout_on_a_full_disk_is_one_line(monkeypatch):
+    """`triage analyze LOG > /dev/full`: the write error of stdout, not an internal error."""
+    import errno
+
+    import triage.commands.output as output
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(output.Output, "write", full)
+    p = run_cli("analyze", str(CRASH))
+    assert p.returncode == 2
+    assert p.stderr.decode() == "triage: error: cannot write: No space left on device\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process states from /proc")
+def test_retry_stops_the_failed_attempts_workers_before_the_relaunch(tmp_path):
+    fake = Path(__file__).parent / "fakeserver.py"
+    pids, left = tmp_path / "pids", tmp_path / "left"
+    # each attempt starts a worker that outlives the server (as a scheduler process can), and
+    # notes any worker of an earlier attempt still running when it starts
+    script = (f'for p in $(cat {pids} 2>/dev/null); do s=$(cut -d" " -f3 /proc/$p/stat 2>/dev/null); '
+              f'[ -n "$s" ] && [ "$s" != Z ] && echo "$p" >> {left}; done; '
+              f'sleep 120 & echo $! >> {pids}; exec "{sys.executable}" {fake} nsa --delay 0.002 "$@"')
+    p = run_cli("run", "--retry", "1", "--until", "exit", "--log", str(tmp_path / "s.log"), "--grace", "0.5",
+                "--timeout", "20", "--", "sh", "-c", script, "sh")
+    assert p.returncode == 0, p.stderr
+    assert "held on attempt 2" in p.stdout.decode()
+    assert not left.exists(), f"workers of attempt 1 still ran at the relaunch: {left.read_text()}"
+    for pid in pids.read_text().split():  # and none is left once triage is done (a zombie is gone)
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().split()[2] == "Z", pid
+
+
+@pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}])
+def test_an_ascii_terminal(tmp_path, env):
+    """A log with non-ASCII text, printed where stdout is ASCII: escapes, not UnicodeEncodeError."""
+    import os
+    import subprocess
+
+    log = tmp_path / "server.log"
+    log.write_text(CRASH.read_text(encoding="utf-8") + "RuntimeError: modèle introuvable ✗ 模型\n", encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "triage", "analyze", str(log)], capture_output=True, timeout=120,
+                       env={**os.environ, "PYTHONIOENCODING": "", **env})
+    assert p.returncode == 1, p.stderr
+    assert b"UnicodeEncodeError" not in p.stderr and b"internal error" not in p.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell")
+def test_run_status_lines_start_their_own_line(tmp_path):
+    p = run_cli("run", "--log", str(tmp_path / "s.log"), "--", "sh", "-c", "printf 'half a line'; exit 3")
+    assert p.returncode == 3
+    err = p.stderr.decode()
+    assert "half a line\ntriage: " in err, err
