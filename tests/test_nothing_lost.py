@@ -441,3 +441,80 @@ def test_run_status_lines_start_their_own_line(tmp_path):
     assert p.returncode == 3
     err = p.stderr.decode()
     assert "half a line\ntriage: " in err, err
+
+
+# -- backtest corpus labels and --against (items 11, 13) ------------------------------------------
+
+
+LABEL = """id: case-1
+source: https://example.com/1
+where: a test
+engine: sglang
+version: null
+kind: crash
+exception: ValueError
+exception_type: ValueError
+failure_class: test
+expected_signature: null
+workaround: {flags: [], remove_flags: [], env: [], note: none}
+fixed_in: null
+note: none
+split: dev
+"""
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+
+
+def _corpus(tmp_path: Path, label: str | None = LABEL) -> tuple[Path, Path]:
+    root = tmp_path / "corpus"
+    (root / "cases").mkdir(parents=True)
+    (root / "cases" / "case-1.log").write_bytes(CRASH.read_bytes())
+    yaml_path = root / "cases" / "case-1.yaml"
+    if label is not None:
+        yaml_path.write_text(label)
+    return root, yaml_path
+
+
+@pytest.mark.parametrize("kind", ["alias-bomb", "dev-zero", "fifo", "huge"])
+def test_hostile_corpus_labels_are_refused(tmp_path, kind):
+    import os
+    import time
+
+    root, label = _corpus(tmp_path, ALIAS_BOMB if kind == "alias-bomb" else None)
+    if kind == "dev-zero":
+        label.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(label)
+    elif kind == "huge":
+        label.write_bytes(LABEL.encode() + b"# " + b"x" * (2 * 1024 * 1024) + b"\n")
+    started = time.monotonic()
+    p = run_cli("catalogue", "backtest", str(root), "-j", "1")
+    assert time.monotonic() - started < 20
+    assert p.returncode == 2, p.stderr
+    line = p.stderr.decode()
+    assert line.count("\n") == 1 and "case-1.yaml" in line and "internal error" not in line, line
+
+
+def test_against_cannot_inject_a_git_option(tmp_path):
+    root, _ = _corpus(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    p = run_cli("catalogue", "backtest", str(root), "-j", "1", f"--against=--output={victim}")
+    assert p.returncode == 2 and b"not a directory or a git revision" in p.stderr, p.stderr
+    assert victim.read_text() == "keep me\n"
+
+
+def test_against_a_directory_of_signatures_only(tmp_path):
+    root, _ = _corpus(tmp_path)
+    for i in range(2, 5):  # four cases: enough for the process pool
+        (root / "cases" / f"case-{i}.log").write_bytes(CRASH.read_bytes())
+        (root / "cases" / f"case-{i}.yaml").write_text(LABEL.replace("case-1", f"case-{i}"))
+    sigs = tmp_path / "old" / "signatures"
+    sigs.mkdir(parents=True)
+    src = next((Path(__file__).resolve().parents[1] / "signatures").rglob("*.yaml"))
+    (sigs / src.name).write_bytes(src.read_bytes())
+    for jobs in ("1", "2"):
+        p = run_cli("catalogue", "backtest", str(root), "-j", jobs, "--against", str(tmp_path / "old"))
+        err = p.stderr.decode()
+        assert p.returncode == 2 and err.count("\n") == 1, err
+        assert "BrokenProcessPool" not in err and "internal error" not in err, err
