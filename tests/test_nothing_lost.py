@@ -518,3 +518,50 @@ def test_against_a_directory_of_signatures_only(tmp_path):
         err = p.stderr.decode()
         assert p.returncode == 2 and err.count("\n") == 1, err
         assert "BrokenProcessPool" not in err and "internal error" not in err, err
+
+
+# -- env names from a catalogue (item 14) ---------------------------------------------------------
+
+
+FROB_LOG = ("[2025-06-24 22:26:47 TP0] Load weight begin. avail mem=137.09 GB\n"
+            "[2025-06-24 22:26:48 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+            '  File "/srv/app/frob.py", line 3, in run\n'
+            "    frob()\n"
+            "RuntimeError: frobnicator exploded at shard 3\n")
+
+
+def _frob_catalogue(tmp_path: Path, env: str) -> Path:
+    from hostile_catalogue import SIG
+
+    cat = tmp_path / "cat"
+    (cat / "signatures").mkdir(parents=True)
+    (cat / "workarounds").mkdir()
+    (cat / "signatures" / "frob.yaml").write_text(SIG.format(pattern="frobnicator exploded", example="at shard 3"))
+    (cat / "workarounds" / "wk.yaml").write_text(
+        "id: my-restart-frobnicator\nengine: any\ntitle: Preload a fixed frobnicator\n"
+        f"env: {env}\ncost: A few seconds of downtime while it restarts.\nauto: true\n")
+    return cat
+
+
+def test_an_env_name_that_is_not_a_name_is_a_catalogue_error(tmp_path):
+    cat = _frob_catalogue(tmp_path, '{"X; touch pwned #": "1"}')
+    log = tmp_path / "crash.log"
+    log.write_text(FROB_LOG)
+    p = run_cli("run", "--retry", "1", "--dry-run", "--log", str(log), "-c", str(cat), "--", "python", "-m", "sglang.launch_server")
+    assert p.returncode == 2
+    err = p.stderr.decode()
+    assert err.count("\n") == 1 and "wk.yaml" in err and "not an environment variable name" in err, err
+
+
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "PYTHONPATH", "PATH", "LD_LIBRARY_PATH"])
+def test_code_loading_variables_are_never_applied_automatically(tmp_path, name):
+    cat = _frob_catalogue(tmp_path, f'{{"{name}": "/tmp/libfrob.so"}}')
+    log = tmp_path / "crash.log"
+    log.write_text(FROB_LOG)
+    p = run_cli("run", "--retry", "1", "--dry-run", "--format", "json", "--log", str(log), "-c", str(cat),
+                "--", "python", "-m", "sglang.launch_server")
+    assert p.returncode == 1, p.stderr  # no change to make
+    plan = json.loads(p.stdout)
+    assert plan["steps"] == [] or all(s["change"] is None for s in plan["steps"]), plan
+    reasons = " ".join(x["reason"] for x in plan["not_applied"])
+    assert f"sets {name}, which decides what code the server runs" in reasons, plan
