@@ -565,3 +565,40 @@ def test_code_loading_variables_are_never_applied_automatically(tmp_path, name):
     assert plan["steps"] == [] or all(s["change"] is None for s in plan["steps"]), plan
     reasons = " ".join(x["reason"] for x in plan["not_applied"])
     assert f"sets {name}, which decides what code the server runs" in reasons, plan
+
+
+# -- other one-line errors: a deep config, a damaged cache (item 15) ------------------------------
+
+
+def test_a_config_nested_too_deeply(tmp_path):
+    cfg = tmp_path / "triage.toml"
+    cfg.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    p = run_cli("--config", str(cfg), "analyze", str(CRASH))
+    assert p.returncode == 2
+    err = p.stderr.decode()
+    assert err.count("\n") == 1 and "internal error" not in err and "triage.toml" in err, err
+
+
+def test_a_cache_file_with_a_recomputed_digest_but_wrong_types(tmp_path):
+    import hashlib
+
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "TRIAGE_NO_CACHE": None}
+    first = run_cli("analyze", str(CRASH), "--format", "json", env=env)
+    assert first.returncode == 1
+    [cache] = (tmp_path / "xdg").rglob("catalogue-*.jsonl")
+    data = cache.read_bytes()
+    first_nl = data.index(b"\n")
+    # values of the wrong type, of the same length (the index's offsets stay right): a switch
+    # made a number, a number made a string
+    rest = data[first_nl + 1 :].replace(b'"generic": false', b'"generic": 12345').replace(b'"auto": true', b'"auto": 1234')
+    assert rest != data[first_nl + 1 :]
+    head = json.loads(data[:first_nl])
+    head["sha256"] = hashlib.sha256(rest).hexdigest()  # the digest recomputed: only the types are wrong
+    cache.write_bytes(json.dumps(head).encode() + b"\n" + rest)
+    from triage.catalogue import load
+
+    load._READ.clear()
+    p = run_cli("analyze", str(CRASH), "--format", "json", env=env)
+    assert p.returncode == 1, p.stderr
+    assert b"internal error" not in p.stderr
+    assert json.loads(p.stdout)["findings"] == json.loads(first.stdout)["findings"]
