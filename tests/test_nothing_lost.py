@@ -602,3 +602,39 @@ def test_a_cache_file_with_a_recomputed_digest_but_wrong_types(tmp_path):
     assert p.returncode == 1, p.stderr
     assert b"internal error" not in p.stderr
     assert json.loads(p.stdout)["findings"] == json.loads(first.stdout)["findings"]
+
+
+# -- Markdown and redaction of log text (item 16) -------------------------------------------------
+
+
+def test_mentions_and_urls_from_the_log_neither_ping_nor_link(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("[2025-06-24 22:26:47 TP0] Load weight begin. avail mem=137.09 GB\n"
+                   "Traceback (most recent call last):\n"
+                   '  File "/srv/app.py", line 3, in run\n'
+                   "    go()\n"
+                   "RuntimeError: ask @octocat or @org/team, see https://evil.example/x?a=1 and www.evil.example "
+                   "(mail ops@example.com)\u200b\ufeff\n")
+    p = run_cli("analyze", str(log))
+    out = p.stdout.decode()
+    assert "`@octocat`" in out and "`@org/team`" in out
+    assert "`https://evil.example/x?a=1`" in out and "`www.evil.example`" in out
+    assert "ops@example.com" in out and "`@example.com`" not in out  # an address is no mention
+    import re
+
+    prose = re.sub(r"(?ms)^(`{3,}).*?^\1", "", out)  # fenced evidence neither pings nor links
+    assert " @octocat" not in prose and " https://evil" not in prose and " www.evil" not in prose
+    assert "\u200b" not in out and "\ufeff" not in out
+
+
+def test_a_redacted_value_keeps_the_colon_after_it(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("[2025-06-24 22:26:47 TP0] Load weight begin. avail mem=137.09 GB\n"
+                   "Traceback (most recent call last):\n"
+                   '  File "/srv/app.py", line 3, in run\n'
+                   "    go()\n"
+                   "FileNotFoundError: DB_PASSWORD_FILE=/run/secrets/db_pw: no such file, password=/run/pw.txt: gone\n")
+    p = run_cli("analyze", str(log), "--format", "json")
+    msg = json.loads(p.stdout)["failures"][0]["message"]
+    assert "DB_PASSWORD_FILE=[REDACTED]: no such file" in msg and "password=[REDACTED]: gone" in msg, msg
+    assert "/run/secrets" not in msg

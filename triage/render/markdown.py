@@ -35,10 +35,27 @@ def fence_for(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
+# An @mention (GitHub notifies that user or team when the report is pasted) and a bare URL or
+# www. address (autolinked): log text, shown in a code span, which neither pings nor links.
+_PINGS = re_compile(r"(?<![\w@.])@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:/[A-Za-z0-9_.-]+)?"
+                    r"|\b(?:[A-Za-z][A-Za-z0-9+.-]*://|www\.)[^\s<>]+")
+
+
 def inline(text: object) -> str:
     """One line of log text safe inside Markdown prose or a table cell: no HTML, no link or
-    image, no code span or emphasis, no cell break, no control character."""
+    image, no code span or emphasis, no cell break, no control character, no @mention and no
+    autolink (those are put in code spans)."""
     s = printable(" ".join(str(text).split()))
+    out, pos = [], 0
+    for m in _PINGS.finditer(s):
+        out.append(_inline_text(s[pos : m.start()]))
+        out.append(_code_inline(m.group(0)).replace("|", "\\|"))  # a pipe in a code span still ends a cell
+        pos = m.end()
+    out.append(_inline_text(s[pos:]))
+    return "".join(out)
+
+
+def _inline_text(s: str) -> str:
     s = s.replace("&", "&amp;").replace("\\", "\\\\").replace("|", "\\|")
     s = s.replace("<", "&lt;").replace(">", "&gt;")
     s = s.replace("`", "'").replace("*", "\\*")
