@@ -410,7 +410,8 @@ def test_retry_stops_the_failed_attempts_workers_before_the_relaunch(tmp_path):
     # notes any worker of an earlier attempt still running when it starts
     script = (f'for p in $(cat {pids} 2>/dev/null); do s=$(cut -d" " -f3 /proc/$p/stat 2>/dev/null); '
               f'[ -n "$s" ] && [ "$s" != Z ] && echo "$p" >> {left}; done; '
-              f'sleep 120 & echo $! >> {pids}; exec "{sys.executable}" {fake} nsa --delay 0.002 "$@"')
+              # (its output elsewhere: one holding the pipe makes triage wait 2 s for its last lines)
+              f'sleep 120 >/dev/null 2>&1 & echo $! >> {pids}; exec "{sys.executable}" {fake} nsa --delay 0.002 "$@"')
     p = run_cli("run", "--retry", "1", "--until", "exit", "--log", str(tmp_path / "s.log"), "--grace", "0.5",
                 "--timeout", "20", "--", "sh", "-c", script, "sh")
     assert p.returncode == 0, p.stderr

@@ -162,7 +162,7 @@ class Server:
             return False
         except PermissionError:
             return True
-        return True
+        return _live_member(self.pgid)
 
     def forward(self, signum: int, _frame: FrameType | None = None) -> None:
         """Signal handler: pass the operator's SIGINT/SIGTERM on; the third one is a SIGKILL
@@ -209,6 +209,30 @@ class Server:
             self.output.stop(2.0)
         else:
             self.output.join(2.0)
+
+
+def _live_member(pgid: int) -> bool:
+    """Whether a process of group `pgid` is running, not a zombie: a worker whose parent (the
+    server) is gone is reaped by PID 1, which in a container may never do it, and kill(0)
+    counts a zombie; waiting for it cost every stop (and every relaunch) STOP_WAIT seconds.
+    Without /proc (not Linux), any member counts."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for pid in entries:
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue  # gone meanwhile
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
 
 
 def exit_status(rc: int, failed: bool, forwarded: int | None, killed: bool = False, stopped: bool = False) -> int:
