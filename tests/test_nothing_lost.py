@@ -634,8 +634,12 @@ def test_a_redacted_value_keeps_the_colon_after_it(tmp_path):
                    "Traceback (most recent call last):\n"
                    '  File "/srv/app.py", line 3, in run\n'
                    "    go()\n"
-                   "FileNotFoundError: DB_PASSWORD_FILE=/run/secrets/db_pw: no such file, password=/run/pw.txt: gone\n")
+                   "FileNotFoundError: DB_PASSWORD_FILE=/run/secrets/db_pw: no such file, password=/run/pw.txt: gone, "
+                   "--api-key /run/k: denied, reading /home/u/.aws/credentials: missing\n")
     p = run_cli("analyze", str(log), "--format", "json")
     msg = json.loads(p.stdout)["failures"][0]["message"]
     assert "DB_PASSWORD_FILE=[REDACTED]: no such file" in msg and "password=[REDACTED]: gone" in msg, msg
-    assert "/run/secrets" not in msg
+    assert "--api-key [REDACTED]: denied" in msg, msg
+    assert "/run/secrets" not in msg and "/run/k" not in msg
+    # a path ending in a secret's name is a file name, and what follows its colon no value
+    assert "/home/u/.aws/credentials: missing" in msg, msg

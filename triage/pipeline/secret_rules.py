@@ -225,7 +225,7 @@ RULES: list[SecretRule] = [
     SecretRule(
         "secret-flag", "", ("api-key", "api_key", "token", "password", "secret"),
         r"(?P<keep>--(?:[A-Za-z0-9_]+-){0,8}(?:api-key|api_key|hf-token|hf_token|token|password|secret|secret-key)(?:=|\s+))"
-        r"(?!--|<[\w. -]{1,40}>)(?:'[^']*'|\"[^\"]*\"|[^\s'\",)]+)",
+        r"(?!--|<[\w. -]{1,40}>)(?:'[^']*'|\"[^\"]*\"|[^\s'\",)]+" + KEEP_PUNCT + ")",
         "python -m sglang.launch_server --api-key {s} --tp 8", "flagKey-7f3a9b2c", "--skip-tokenizer-init --tp 8"),
     SecretRule(
         "wandb-login", "", ("wandb",),
@@ -249,7 +249,8 @@ RULES: list[SecretRule] = [
         "max_prefill_tokens=16384 password=None token=8192"),
     SecretRule(
         "secret-name-value", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
-        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=[_-]))(?:api[ _-]?key|{SECRET_WORD}){ESC_QUOTE}[ \t]*:[ \t]*{ESC_QUOTE})"
+        # not a path's last component (`~/.aws/credentials: missing` names a file, not a value)
+        rf"(?i)(?P<keep>(?:(?<![\w./-])|(?<=[_-]))(?:api[ _-]?key|{SECRET_WORD}){ESC_QUOTE}[ \t]*:[ \t]*{ESC_QUOTE})"
         rf"{NOT_SECRET_VALUE}[^\s'\",}}]{{4,}}{KEEP_PUNCT}",
         "config loaded: password: {s}", "Tr0ub4dor&3x", "#new-token: 8192, token usage: 0.50, #cached-token: 0"),
     SecretRule(
