@@ -102,6 +102,19 @@ def test_zstd_and_lz4_without_their_package_are_refused(tmp_path, fmt, monkeypat
     assert line.count("\n") == 1 and "not installed" in line and "triage[compression]" in line, line
 
 
+@pytest.mark.parametrize(("fmt", "tool"), [("xz", "xz -dc"), ("bz2", "bzip2 -dc"), ("zst", "zstd -dc"), ("lz4", "lz4 -dc")])
+def test_a_truncated_compressed_log_is_one_line(tmp_path, fmt, tool):
+    """As for .gz: the crash is in the lost part, so a report of the head would say "no failure"
+    (zstandard's own stream reader ends a cut frame in silence)."""
+    blob = _compressed(fmt, CRASH.read_bytes())
+    f = tmp_path / f"server.log.{fmt}"
+    f.write_bytes(blob[: len(blob) // 2])
+    p = run_cli("analyze", str(f))
+    assert p.returncode == 2
+    line = p.stderr.decode()
+    assert line.count("\n") == 1 and "truncated or corrupt" in line and f"{tool} " in line, line
+
+
 def test_zip_of_several_files_and_zip_from_a_pipe_are_refused(tmp_path):
     import io
     import zipfile

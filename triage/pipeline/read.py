@@ -232,8 +232,7 @@ def _decompressor(fh: BinaryIO, fmt: str, name: str) -> BinaryIO:
         if fmt == "zstd":
             import zstandard
 
-            # buffered: its reader has no peek, which the UTF-16 check looks into
-            return cast(BinaryIO, io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)))
+            return cast(BinaryIO, io.BufferedReader(_Zstd(fh, zstandard)))
         import lz4.frame
 
         return cast(BinaryIO, lz4.frame.LZ4FrameFile(fh))
@@ -264,29 +263,58 @@ def _open_zip(fh: BinaryIO, name: str) -> BinaryIO:
         raise TriageError(f"{name}: a zip archive of {len(members)} files; extract it and analyse the "
                           f"directory: unzip -d DIR {shlex.quote(name)} && triage analyze DIR")
     try:
-        return cast(BinaryIO, io.BufferedReader(_ZipMember(archive, cast(BinaryIO, archive.open(members[0])))))
+        return cast(BinaryIO, io.BufferedReader(_Reads(cast(BinaryIO, archive.open(members[0])), archive)))
     except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError) as e:  # encrypted, unknown method
         archive.close()
         fh.close()
         raise TriageError(f"{name}: cannot read {members[0].filename!r} in this zip archive ({e})") from None
 
 
-class _ZipMember(_Blocks):
-    """A zip member's stream that closes its archive (and the file under it) with it."""
+class _Zstd(_Blocks):
+    """zstd frames decompressed block by block. zstandard's stream reader ends a truncated frame
+    in silence (a cut log read as "no failure found"); here a frame not finished at the end of
+    the data is an error, as gzip's is. Frames one after another (pzstd) are all read."""
 
-    def __init__(self, archive: Any, member: BinaryIO) -> None:  # noqa: ANN401 - a zipfile.ZipFile
-        super().__init__(member)
-        self._archive = archive
+    def __init__(self, stream: BinaryIO, zstandard: Any) -> None:  # noqa: ANN401 - the module
+        super().__init__(stream)
+        self._new = zstandard.ZstdDecompressor().decompressobj
+        self._dobj = self._new()
+        self._started = False
+
+    def _next_block(self) -> bytes | None:
+        data = self._stream.read(1 << 20)
+        if not data:
+            if self._started and not self._dobj.eof:
+                raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+            return None
+        out = []
+        while data:
+            if self._dobj.eof:  # the next frame
+                self._dobj = self._new()
+            self._started = True
+            out.append(self._dobj.decompress(data))
+            data = self._dobj.unused_data if self._dobj.eof else b""
+        return b"".join(out)
+
+
+class _Reads(_Blocks):
+    """Another reader's bytes as a plain raw stream (a zip member has not all that the readers
+    here ask of a stream); `closing`: what to close with it (the archive and the file under it)."""
+
+    def __init__(self, stream: BinaryIO, closing: Any = None) -> None:  # noqa: ANN401 - a zipfile.ZipFile
+        super().__init__(stream)
+        self._closing = closing
 
     def _next_block(self) -> bytes | None:
         return self._stream.read(1 << 20) or None
 
     def close(self) -> None:
         super().close()
-        self._archive.close()
-        fp = getattr(self._archive, "fp", None)
-        if fp is not None:
-            fp.close()
+        if self._closing is not None:
+            self._closing.close()
+            fp = getattr(self._closing, "fp", None)
+            if fp is not None:
+                fp.close()
 
 def _decoded(fh: BinaryIO, name: str) -> BinaryIO:
     try:
