@@ -86,19 +86,25 @@ def catalogue():
     return load_catalogue()
 
 
-def run_cli(*args: str, stdin: bytes | None = None, cwd: Path | str | None = None,
-            env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, stdin: bytes | Path | None = None, cwd: Path | str | None = None,
+            env: Mapping[str, str | None] | None = None, stdin_closed: bool = False) -> subprocess.CompletedProcess:
     """`triage ARGS` run in this process, as the console entry point runs it (same error handling
     and exit codes), with bytes in and out like `subprocess.run(..., capture_output=True)`.
 
     A subprocess costs ~1.4 s (interpreter, imports, catalogue); this costs the command's own
     work. `env` is set on top of this process's environment for the call (None unsets a name).
-    Tests of the installed entry point, signals and child processes use `run_process`."""
+    Tests of the installed entry point, signals and child processes use `run_process`.
+    `stdin` as a Path: the shell's `< FILE` (stdin is that regular file); `stdin_closed`: the
+    shell's `<&-` (Python then has no sys.stdin)."""
     from triage.cli import run_main
 
     out, err = io.BytesIO(), io.BytesIO()
+    if isinstance(stdin, Path):
+        stdin_stream: io.TextIOWrapper | None = io.TextIOWrapper(open(stdin, "rb"), encoding="utf-8")  # noqa: SIM115
+    else:
+        stdin_stream = None if stdin_closed else io.TextIOWrapper(io.BufferedReader(io.BytesIO(stdin or b"")), encoding="utf-8")
     # what a pipe gives a real process: UTF-8, strict on stdout, backslashreplace on stderr
-    streams = (io.TextIOWrapper(io.BufferedReader(io.BytesIO(stdin or b"")), encoding="utf-8"),
+    streams = (stdin_stream,
                io.TextIOWrapper(out, encoding="utf-8", write_through=True),
                io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", write_through=True))
     saved_streams, saved_cwd, saved_env = (sys.stdin, sys.stdout, sys.stderr), os.getcwd(), dict(os.environ)
@@ -117,6 +123,8 @@ def run_cli(*args: str, stdin: bytes | None = None, cwd: Path | str | None = Non
         stdout, stderr = out.getvalue(), err.getvalue()
     finally:
         sys.stdin, sys.stdout, sys.stderr = saved_streams
+        if stdin_stream is not None:
+            stdin_stream.close()
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)

@@ -168,3 +168,14 @@ def test_machine_probe_reports_both_timings() -> None:
     probe = load("bench_scan").machine_probe()
     assert set(probe) == {"probe_alone_s", "probe_two_at_once_s"}
     assert all(isinstance(v, float) and 0 < v < 60 for v in probe.values())
+
+
+def test_bench_markdown_runs(tmp_path, monkeypatch):
+    """benchmarks/bench_markdown.py on 200 tracebacks: both formats rendered from one analysis
+    (the figures themselves are docs/performance.md's, not a timed test)."""
+    monkeypatch.setenv("TRIAGE_NO_CACHE", "1")
+    mod = load("bench_markdown")
+    log = tmp_path / "tracebacks.log"
+    mod._hostile().distinct_tracebacks(log, 200)
+    row = mod.bench(log, 200)
+    assert row["failures"] == 201 and row["markdown_total_s"] > 0 and row["json_total_s"] > 0

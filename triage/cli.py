@@ -11,6 +11,7 @@ problem), 2 usage or input error, 3 `watch` timed out. `--exit-zero` turns 1 (an
 # No `from __future__ import annotations` here: typer would have to evaluate every option's
 # annotation from its string (a compile and an eval each), 8 ms of a 10 KB log's run.
 import contextlib
+import errno
 import functools
 import os
 import sys
@@ -532,6 +533,7 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
     from triage.commands.output import current, use
 
     use()  # each run starts from the default (redacting) Output; a command sets its own options
+    _lenient_encoding()
 
     exits, aborts, usage = _click_exceptions()
     try:
@@ -565,16 +567,60 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
             current().error(e.code)
     except BrokenPipeError:
         code = 0
+    except OSError as e:
+        if os.environ.get("TRIAGE_DEBUG"):
+            raise
+        if e.errno in _FULL:  # stdout redirected onto a full disk: the disk, not triage
+            current().error(f"cannot write{' ' + str(e.filename) if e.filename else ''}: {e.strerror}")
+            _drop_stdout()
+        else:
+            current().error(f"{type(e).__name__}: {e} (set TRIAGE_DEBUG=1 for details)", prefix="triage: internal error: ")
+        code = EXIT_USAGE
     except Exception as e:  # noqa: BLE001 - the promise is: never a traceback at 3 a.m.
         if os.environ.get("TRIAGE_DEBUG"):
             raise
         current().error(f"{type(e).__name__}: {e} (set TRIAGE_DEBUG=1 for details)", prefix="triage: internal error: ")
         code = EXIT_USAGE
-    with contextlib.suppress(BrokenPipeError):
+    try:
         sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    except OSError as e:  # the report's last bytes, onto a full disk
+        if e.errno not in _FULL:
+            raise
+        current().error(f"cannot write: {e.strerror}")
+        _drop_stdout()
+        code = EXIT_USAGE
     recache.save()
     recache.use_disk(None)  # what a library caller does after this in the same process is not the CLI's
     return code
+
+
+def _lenient_encoding() -> None:
+    """Under LC_ALL=C or PYTHONIOENCODING=ascii stdout cannot encode what a log holds (a `✓`,
+    a CJK message): such a character is written as an escape (`\u2713`) rather than ending the
+    run in a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("_", "-")
+        if encoding not in ("utf-8", "utf8", "utf-16", "utf-32", "") and hasattr(stream, "reconfigure"):
+            with contextlib.suppress(ValueError, OSError):
+                stream.reconfigure(errors="backslashreplace")
+
+
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # a write that cannot succeed: the disk is full
+
+
+def _drop_stdout() -> None:
+    """After a failed write to stdout, what is left in its buffer must not be written again when
+    the interpreter exits (a second error, and exit status 120): the real stdout now points at
+    /dev/null. An in-process caller's stand-in stream is left alone."""
+    out = sys.stdout
+    if out is not sys.__stdout__ or out is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
 
 
 def main() -> None:

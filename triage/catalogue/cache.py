@@ -102,36 +102,90 @@ def read_cache(path: Path) -> Catalogue | None:
         cat = Catalogue(dirs=[str(d) for d in doc["dirs"]], workarounds=LazyMap(_workaround))
         for path_, sid, keywords, wids, a, b in doc["signatures"]:
             # the spec itself is built when first used (load.Signature): most never are
-            sig = Signature(None, str(path_), head=(sid, keywords, wids), dump=data[base + a : base + b], build=_signature)
+            sig = Signature(None, str(path_), head=(sid, keywords, wids), dump=(str(path_), data[base + a : base + b]),
+                            build=_signature)
             cat.signatures[sig.id] = sig
         for path_, wid, a, b in doc["workarounds"]:
-            cat.workarounds.later(str(wid), data[base + a : base + b])  # built when first looked up
+            cat.workarounds.later(str(wid), (str(path_), data[base + a : base + b]))  # built when first looked up
             cat.workaround_paths[str(wid)] = str(path_)
     except (TypeError, ValueError, KeyError):  # an index of another shape is only a miss
         return None
     return cat
 
 
-def _signature(line: bytes) -> SignatureSpec:
+class _Damaged(ValueError):
+    """A spec line whose values are not of its fields' types: a file whose digest was recomputed
+    after an edit. Its entry is read from its YAML instead (a miss), never used as it is."""
+
+
+def _signature(entry: tuple[str, bytes]) -> SignatureSpec:
     from triage.catalogue.models import SignatureSpec
 
-    return _rebuilt(SignatureSpec, json.loads(line))
+    path, line = entry
+    try:
+        return _rebuilt(SignatureSpec, json.loads(line))
+    except ValueError:  # _Damaged, or not JSON
+        from triage.catalogue.load import load_signature
+
+        return load_signature(Path(path)).spec
 
 
-def _workaround(line: bytes) -> WorkaroundSpec:
+def _workaround(entry: tuple[str, bytes]) -> WorkaroundSpec:
     from triage.catalogue.models import WorkaroundSpec
 
-    return _rebuilt(WorkaroundSpec, json.loads(line))
+    path, line = entry
+    try:
+        return _rebuilt(WorkaroundSpec, json.loads(line))
+    except ValueError:
+        from triage.catalogue.load import load_workaround
+
+        return load_workaround(Path(path))
+
+
+def _fits(annotation: Any, v: Any) -> bool:  # noqa: ANN401 - a type annotation and a JSON value
+    """Whether a JSON value has the shape of a field's type (the types the catalogue's models use)."""
+    import types
+    from typing import Literal, Union
+
+    from pydantic import BaseModel
+
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (Union, types.UnionType):
+        return any(_fits(a, v) for a in args)
+    if origin is Literal:
+        return v in args
+    if annotation is type(None):
+        return v is None
+    if origin in (list, tuple, set, frozenset):
+        return isinstance(v, list) and (not args or origin is tuple or all(_fits(args[0], x) for x in v))
+    if origin is dict:
+        return isinstance(v, dict) and (not args or all(isinstance(k, str) and _fits(args[1], x) for k, x in v.items()))
+    if isinstance(annotation, type):
+        if issubclass(annotation, BaseModel):
+            return isinstance(v, dict)
+        if annotation is bool:
+            return isinstance(v, bool)
+        if annotation in (int, float):
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and (annotation is float or isinstance(v, int))
+        if annotation is str:
+            return isinstance(v, str)
+    return True  # a type the models do not use here: as before, trusted
 
 
 def _rebuilt(model: type[BaseModel], data: dict[str, Any]) -> Any:  # noqa: ANN401 - an instance of `model`
     """`model` from the dump of an instance that was validated, nested models included, without
-    validating again; a field the dump lacks (a triage that added one) gets its default."""
+    validating again; a field the dump lacks (a triage that added one) gets its default. The
+    digest only says the file is whole: a value of the wrong type (`patterns: 5`) raises
+    _Damaged here rather than a TypeError deep inside a run."""
+    if not isinstance(data, dict):
+        raise _Damaged(f"{model.__name__}: not an object")
     values: dict[str, Any] = {}
     for name, (sub, many) in _fields(model):
         if name not in data:
             continue
         v = data[name]
+        if not _fits(model.model_fields[name].annotation, v):
+            raise _Damaged(f"{model.__name__}.{name}: {type(v).__name__}")
         if sub is not None and many and isinstance(v, list):
             v = [_rebuilt(sub, x) if isinstance(x, dict) else x for x in v]
         elif sub is not None and isinstance(v, dict):

@@ -10,9 +10,21 @@ ENGINES = ("sglang", "vllm", "trtllm", "tgi", "triton", "lmdeploy", "any")
 ID_RX = r"^[a-z0-9][a-z0-9.-]*[a-z0-9]$"
 
 
+ENV_NAME_RX = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
 def _env_strings(v: Any) -> Any:
-    """`env:` values are strings in the environment; YAML may read `1` or `true`."""
-    return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else v
+    """`env:` values are strings in the environment; YAML may read `1` or `true`. A name must be
+    a variable name: it is printed into launch commands (`NAME=value python ...`), where any
+    other text would be a command of its own."""
+    if not isinstance(v, dict):
+        return v
+    import re
+
+    for k in v:
+        if not re.match(ENV_NAME_RX, str(k)):
+            raise ValueError(f"env: {str(k)!r} is not an environment variable name (letters, digits, _)")
+    return {str(k): str(x) for k, x in v.items()}
 
 
 def _pep440(v: str | None) -> str | None:

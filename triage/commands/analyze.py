@@ -59,9 +59,13 @@ def expand_inputs(items: list[str]) -> list[str]:
             continue
         p = Path(item)
         if p.is_dir():
-            files = sorted(str(f) for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+            from triage.core.output import is_own_output
+
+            found = sorted(str(f) for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+            # a report of an earlier run written beside the logs is not a log (it quotes the crash)
+            files = [f for f in found if not is_own_output(f)]
             if not files:
-                raise TriageError(f"{item}: directory holds no files")
+                raise TriageError(f"{item}: directory holds no files" + (" but triage's own reports" if found else ""))
             out.extend(files)
         elif not p.exists() and any(c in item for c in "*?["):
             found = sorted(glob.glob(item, recursive=True))
@@ -73,6 +77,28 @@ def expand_inputs(items: list[str]) -> list[str]:
         else:
             out.append(item)
     return out
+
+
+NOT_A_LOG = "nothing in it looks like a server log: no timestamp, no engine line, no failure"
+
+
+def looks_like_a_log(r: Report) -> bool:
+    """Whether anything in the file is what a server log holds: a failure or a catalogue match,
+    a line naming the engine, a timestamp. A README or a binary beside the logs has none."""
+    return bool(r.failures or r.findings or r.environment.engine or r.timeline.first_time)
+
+
+def _mark_non_logs(result: Analysis, dirs: list[str]) -> None:
+    """Files of a directory that hold nothing of a log are said to be so (a note on their
+    report); a directory where no file does is an input error, not "no failure"."""
+    strangers = [r for r in result.reports if not looks_like_a_log(r)]
+    for r in strangers:
+        r.notes.insert(0, NOT_A_LOG)
+    if dirs and strangers and len(strangers) == len(result.reports) and not result.errors:
+        names = ", ".join(Path(r.source).name for r in strangers[:5]) + (
+            f" and {len(strangers) - 5} more" if len(strangers) > 5 else "")
+        raise TriageError(f"{', '.join(dirs)}: no file looks like a server log ({names}: "
+                          "no timestamp, no engine line, no failure)")
 
 
 def check_options(options: Options, jobs: int) -> None:
@@ -115,6 +141,8 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
         reports, errors = analyze_many(paths, cat, opts, jobs)
         result = Analysis(reports, errors)
     result.paths = paths
+    if len(paths) > 1 or any(Path(i).is_dir() for i in logs):
+        _mark_non_logs(result, [i for i in logs if i != "-" and Path(i).is_dir()])
     log.debug("analysed %d log(s) in %.2fs", len(paths), time.monotonic() - started)
     # through the one output door (commands/output.py), like every other output
     out = Output(redact=redact, ips=redact_ips)

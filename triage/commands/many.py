@@ -61,6 +61,8 @@ def _one(path: str, cat: Catalogue, opts: Options) -> tuple[str, Report | None, 
         return path, analyze_file(path, cat, opts), None
     except TriageError as e:
         return path, None, str(e)
+    except OSError as e:  # /proc/self/mem, a disk error: this log's error, never the whole run's
+        return path, None, f"{path}: read error ({e.strerror or e})"
 
 
 def analyze_many(paths: list[str], cat: Catalogue, opts: Options, jobs: int = 0) -> tuple[list[Report], dict[str, str]]:

@@ -380,8 +380,10 @@ def _affects(site: RaisedAt) -> str | None:
 
 
 def first_unknown(report: Report) -> int | None:
-    """Index of the first failure that no specific (non-generic) finding explains."""
-    known = {f.failure for f in report.findings if f.failure is not None and not f.generic}
+    """Index of the first failure that no specific finding explains: one that only a generic
+    signature (a wrapper many causes share) or an unlikely match names is unknown, as the
+    report and `analyze DIR`'s grouping (commands/many.filed) call it."""
+    known = {f.failure for f in report.findings if f.failure is not None and not f.generic and not f.unlikely}
     return next((i for i in range(len(report.failures)) if i not in known), None)
 
 

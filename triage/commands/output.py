@@ -14,6 +14,7 @@ default (redacting) one.
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -101,13 +102,37 @@ class Output:
 
         if quiet():
             return
-        sys.stderr.write(f"triage: {one_line(self.text(text))}\n")
-        sys.stderr.flush()
+        with STDERR.lock:
+            sys.stderr.write(f"{STDERR.line_break()}triage: {one_line(self.text(text))}\n")
+            sys.stderr.flush()
 
     def error(self, text: str, prefix: str = "triage: error: ") -> None:
         """The one-line error (file names typed or found are log-controlled text too)."""
-        sys.stderr.write(f"{prefix}{one_line(self.text(text))}\n")
-        sys.stderr.flush()
+        with STDERR.lock:
+            sys.stderr.write(f"{STDERR.line_break()}{prefix}{one_line(self.text(text))}\n")
+            sys.stderr.flush()
+
+
+class _Stderr:
+    """Where the terminal's line stands while `run` copies a server's output there (a thread):
+    a status line written after a chunk that ended mid-line starts on a line of its own,
+    instead of landing in the middle of the server's."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.mid_line = False
+
+    def copied(self, chunk: bytes) -> None:
+        """Called (under the lock) after a chunk of server output went to stderr."""
+        if chunk:
+            self.mid_line = not chunk.endswith(b"\n")
+
+    def line_break(self) -> str:
+        brk, self.mid_line = ("\n" if self.mid_line else ""), False
+        return brk
+
+
+STDERR = _Stderr()
 
 
 _current = Output()

@@ -21,6 +21,7 @@ from datetime import datetime
 from types import FrameType
 from typing import IO, cast
 
+from triage.commands.output import STDERR
 from triage.commands.watch import (
     POLL_INTERVAL,
     Follower,
@@ -47,9 +48,12 @@ class Tee(threading.Thread):
     """Copies the server's merged stdout+stderr to the log file and the terminal, as it comes.
     Flushes each chunk so that the watcher, which reads the file, sees it at once."""
 
-    def __init__(self, source: IO[bytes], log: IO[bytes], terminal: IO[bytes]) -> None:
+    def __init__(self, source: IO[bytes], log: IO[bytes], terminal: IO[bytes], log_name: str) -> None:
         super().__init__(name="triage-tee", daemon=True)
-        self.source, self.log, self.terminal = source, log, terminal
+        self.source, self.log, self.terminal, self.log_name = source, log, terminal, log_name
+        # why the log cannot be written (a full disk): the supervisor stops the server on it,
+        # since a crash it cannot log is a crash nobody will see
+        self.error: str | None = None
 
     def run(self) -> None:
         fd = self.source.fileno()
@@ -60,11 +64,18 @@ class Tee(threading.Thread):
                 break
             if not chunk:
                 break
-            self.log.write(chunk)
-            self.log.flush()
-            with contextlib.suppress(OSError, ValueError):  # a closed terminal must not stop the log
+            if self.error is None:
+                try:
+                    self.log.write(chunk)
+                    self.log.flush()
+                except (OSError, ValueError) as e:
+                    # one line, from the supervisor; the pipe is still drained so that the
+                    # server never blocks on it before it is stopped
+                    self.error = f"--log {self.log_name}: cannot write ({getattr(e, 'strerror', None) or e})"
+            with STDERR.lock, contextlib.suppress(OSError, ValueError):  # a closed terminal must not stop the log
                 self.terminal.write(chunk)
                 self.terminal.flush()
+                STDERR.copied(chunk)
 
 
 class Echo(threading.Thread):
@@ -103,7 +114,9 @@ class Server:
     (`run --retry --until ready`); its terminal copy then follows the file."""
 
     def __init__(self, command: list[str], log: IO[bytes], env: dict[str, str] | None = None,
-                 detached: bool = False) -> None:
+                 detached: bool = False, log_name: str | None = None) -> None:
+        # the log's path (a file opened by open_stream is named by its descriptor number)
+        log_name = log_name or str(log.name)
         full_env = {**os.environ, **(env or {})}
         # Python servers block-buffer stdout into a pipe; the watcher needs lines as they happen
         full_env.setdefault("PYTHONUNBUFFERED", "1")
@@ -120,15 +133,16 @@ class Server:
         terminal = cast("IO[bytes]", getattr(sys.stderr, "buffer", sys.stderr))
         self.output: Tee | Echo
         if detached:
-            self.output = Echo(str(log.name), terminal)
+            self.output = Echo(log_name, terminal)
         else:
             assert self.proc.stdout is not None
-            self.output = Tee(self.proc.stdout, log, terminal)
+            self.output = Tee(self.proc.stdout, log, terminal, log_name)
         self.output.start()
         self.forwarded: int | None = None  # the last signal passed on from the operator
         self.pgid = self.proc.pid  # start_new_session makes the child a group leader: its pid is the group id
         self._signals = 0
         self.killed = False  # triage sent the SIGKILL (a third signal, or the end of the grace period)
+        self.stopped = False  # triage stopped the server itself (after its failure, on a timeout)
 
     @property
     def returncode(self) -> int | None:
@@ -148,7 +162,7 @@ class Server:
             return False
         except PermissionError:
             return True
-        return True
+        return _live_member(self.pgid)
 
     def forward(self, signum: int, _frame: FrameType | None = None) -> None:
         """Signal handler: pass the operator's SIGINT/SIGTERM on; the third one is a SIGKILL
@@ -172,6 +186,7 @@ class Server:
     def stop(self) -> int:
         """SIGTERM the group, then SIGKILL what is left of it after STOP_WAIT: the whole group,
         even when the server itself exited at once and only a worker lingers."""
+        self.stopped = True
         self.signal_group(signal.SIGTERM)
         self.reap_group()
         return self.proc.wait()
@@ -196,17 +211,52 @@ class Server:
             self.output.join(2.0)
 
 
-def exit_status(rc: int, failed: bool, forwarded: int | None, killed: bool = False) -> int:
-    """The server's own status; 1 for a death by signal or a clean exit after a failure.
-    When the operator stopped it, a death by that signal is 128+N, as a shell reports it; so is
-    the SIGKILL triage sent after the operator's third signal (three Ctrl-C: 130)."""
+def _live_member(pgid: int) -> bool:
+    """Whether a process of group `pgid` is running, not a zombie: a worker whose parent (the
+    server) is gone is reaped by PID 1, which in a container may never do it, and kill(0)
+    counts a zombie; waiting for it cost every stop (and every relaunch) STOP_WAIT seconds.
+    Without /proc (not Linux), any member counts."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for pid in entries:
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue  # gone meanwhile
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+def exit_status(rc: int, failed: bool, forwarded: int | None, killed: bool = False, stopped: bool = False) -> int:
+    """The server's own status, as a shell reports it: N, or 128+N for a death by signal N (the
+    OOM killer's SIGKILL: 137); 1 for a clean exit after a failure. When the operator stopped
+    it, a death by that signal is 128+N; so is the SIGKILL triage sent after the operator's
+    third signal (three Ctrl-C: 130). A server triage itself stopped (after its failure was
+    confirmed) gives 1: the signal was triage's, the failure is the news."""
     if rc > 0:
         return rc
     if rc < 0:
         if forwarded is not None and (-rc == forwarded or (killed and -rc == signal.SIGKILL)):
             return 128 + forwarded
-        return EXIT_FAILURE
+        if stopped:
+            return EXIT_FAILURE
+        return 128 - rc
     return EXIT_FAILURE if failed else 0
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return f"{signal.Signals(signum).name} (signal {signum})"
+    except ValueError:
+        return f"signal {signum}"
 
 
 def run_command(command: list[str], log_path: str | None, opts: WatchOptions) -> int:
@@ -224,11 +274,12 @@ def run_command(command: list[str], log_path: str | None, opts: WatchOptions) ->
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     server: Server | None = None
     try:
-        server = Server(command, log)
+        server = Server(command, log, log_name=path)
         for s in old:
             signal.signal(s, server.forward)
         with open_output(opts.output, path) as stream:
-            printer = Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream)
+            printer = Printer(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream,
+                              stream_name=opts.output)
             return _supervise(server, Watcher(path, opts.catalogue_dirs, opts.grace), printer, opts)
     finally:
         for s, h in old.items():
@@ -277,6 +328,11 @@ def supervise(server: Server, w: Watcher, out: Printer, opts: WatchOptions, stop
 
     try:
         while True:
+            error = getattr(server.output, "error", None)
+            if error is not None:
+                note(f"{error}; stopping the server")
+                server.stop()
+                raise TriageError(f"{error}; the server was stopped")
             events, n = w.poll()
             for ev in events:
                 handle(ev)
@@ -310,8 +366,8 @@ def _finish(server: Server, w: Watcher, out: Printer, rc: int) -> int:
     """The server is gone: the report of its whole log, and the exit status."""
     report = w.report()
     failed = report is not None and report.exit_code == EXIT_FAILURE
-    code = exit_status(rc, failed, server.forwarded, server.killed)
-    how = f"was killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with status {rc}"
+    code = exit_status(rc, failed, server.forwarded, server.killed, server.stopped)
+    how = f"was killed by {signal_name(-rc)}" if rc < 0 else f"exited with status {rc}"
     note(f"the server {how}")
     # an operator who stopped a healthy server wants no report; any other end gets one
     if report is not None and (failed or server.forwarded is None):
@@ -324,6 +380,14 @@ def _finish(server: Server, w: Watcher, out: Printer, rc: int) -> int:
         elif not out.json:
             if rc > 0:
                 report.notes.insert(0, f"the server exited with status {rc}, but its log names no failure")
+            elif rc < 0 and not server.stopped:
+                # nothing in the log: the death itself is the news, never "no failure found"
+                oom = " A SIGKILL nobody sent by hand is usually the kernel's OOM killer: see `dmesg`." \
+                    if -rc == signal.SIGKILL else ""
+                out.write(f"# Triage: {w.path}\n\n**Verdict:** the server was killed by {signal_name(-rc)} while "
+                          f"{w.phases.phase}, after {w.line_no:,} lines; its log names no failure.{oom}\n",
+                          markdown=True)
+                return code
             out.report(report)
     if out.json:
         out.event({"event": "exit", "status": rc, "exit_code": code, "line": w.line_no})

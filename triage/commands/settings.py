@@ -72,6 +72,8 @@ def _table(path: Path) -> dict[str, Any] | None:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise TriageError(f"{path}: not valid TOML ({e})") from None
+    except RecursionError:  # the parser recurses per level: `a = [[[[...` 5000 deep
+        raise TriageError(f"{path}: not valid TOML (nested too deeply)") from None
     if path.name == "pyproject.toml":
         tool = data.get("tool", {})
         return tool.get("triage") if isinstance(tool, dict) and isinstance(tool.get("triage"), dict) else None

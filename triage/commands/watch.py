@@ -12,7 +12,9 @@ report is made by re-reading the file with the ordinary pipeline.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import stat
 import sys
@@ -281,8 +283,9 @@ class Printer:
     """What the operator sees (stderr) and what a script reads (stdout: report or JSON events)."""
 
     def __init__(self, fmt: str, clock: Callable[[], float] = time.monotonic, redact: bool = True,
-                 redact_ips: bool = False, stream: IO[str] | None = None) -> None:
+                 redact_ips: bool = False, stream: IO[str] | None = None, stream_name: str | None = None) -> None:
         self.json = fmt == "json"
+        self.stream_name = stream_name  # the -o file, for an error about writing it
         self.out = Output(redact=redact, ips=redact_ips)
         self.stream = stream  # None: stdout (looked up when written, so that it can be replaced)
         self.clock = clock
@@ -291,7 +294,13 @@ class Printer:
 
     def write(self, text: str, markdown: bool = False) -> None:
         """Text made from data that already passed `self.out` (only the control filter is left)."""
-        self.out.write(text, self.stream or sys.stdout, markdown=markdown)
+        try:
+            self.out.write(text, self.stream or sys.stdout, markdown=markdown)
+        except BrokenPipeError:
+            raise  # a reader that went away: the CLI's quiet exit
+        except OSError as e:  # a full disk under -o (ENOSPC): one line, and `run` stops its server
+            where = f"--output {self.stream_name}" if self.stream is not None else "stdout"
+            raise TriageError(f"{where}: cannot write ({e.strerror or e})") from None
 
     def event(self, doc: dict, redacted: bool = False) -> None:
         """One JSON event line; `redacted`: made from data that already passed `self.out`."""
@@ -390,10 +399,11 @@ class WatchOptions:
 def check_options(opts: WatchOptions) -> None:
     if opts.until not in ("ready", "exit"):
         raise TriageError(f"--until must be ready or exit (got {opts.until!r})")
-    if opts.timeout is not None and opts.timeout <= 0:
-        raise TriageError(f"--timeout must be positive (got {opts.timeout})")
-    if opts.grace < 0:
-        raise TriageError(f"--grace must not be negative (got {opts.grace})")
+    # nan compares false with everything: `nan <= 0` let it through, and a deadline of nan never came
+    if opts.timeout is not None and not (math.isfinite(opts.timeout) and opts.timeout > 0):
+        raise TriageError(f"--timeout must be a positive number of seconds (got {opts.timeout})")
+    if not (math.isfinite(opts.grace) and opts.grace >= 0):
+        raise TriageError(f"--grace must be a number of seconds, 0 or more (got {opts.grace})")
 
 
 def watch_file(path: str, opts: WatchOptions, clock: Callable[[], float] = time.monotonic,
@@ -411,19 +421,22 @@ def watch_file(path: str, opts: WatchOptions, clock: Callable[[], float] = time.
         raise TriageError(f"{path}: a compressed log is finished, not being written; "
                           f"read it with: triage analyze {path}")
     with open_output(opts.output, path) as stream:
-        out = Printer(opts.fmt, clock=clock, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream)
+        out = Printer(opts.fmt, clock=clock, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream,
+                      stream_name=opts.output)
         return _watch(path, opts, out, clock, sleep)
 
 
 def is_compressed(path: str) -> bool:
-    """By name, or by gzip's magic bytes when the file is already there."""
-    if path.endswith((".gz", ".gzip")):
+    """By name, or by its magic bytes (gzip, xz, bzip2, zstd, lz4, zip) when the file is already there."""
+    from triage.pipeline.read import compression_of
+
+    if path.endswith((".gz", ".gzip", ".xz", ".bz2", ".zst", ".lz4", ".zip")):
         return True
     if not os.path.isfile(path):  # a FIFO or device would block the read; they are refused later
         return False
     try:
         with open(path, "rb") as fh:
-            return fh.read(2) == b"\x1f\x8b"
+            return compression_of(fh.read(8)) is not None
     except OSError:
         return False
 
@@ -443,8 +456,13 @@ def open_output(output: str | None, *inputs: str) -> Iterator[IO[str] | None]:
         fh = open_stream(output, "w", encoding="utf-8")  # a symlink there is replaced, not followed
     except OSError as e:
         raise TriageError(f"--output {output}: cannot write ({e.strerror or e})") from None
-    with fh:
+    try:
         yield fh
+    finally:
+        # what is left in the buffer cannot be written either after a write error (the error
+        # itself was said once); closing still releases the file
+        with contextlib.suppress(OSError):
+            fh.close()
 
 
 def _watch(path: str, opts: WatchOptions, out: Printer, clock: Callable[[], float],

@@ -113,3 +113,31 @@ def open_stream(path: str | Path, mode: str = "wb", **kw: Any) -> IO[Any]:
             continue
         return os.fdopen(fd, mode, **kw)
     raise OSError(f"{path}: keeps changing while it is opened")
+
+
+# The first bytes of what triage writes: reports, summaries, leaderboards, backtests, watch/run
+# events. A directory given as input leaves such files out, so that a report written next to
+# the logs (`analyze DIR -o DIR/r.md`, `fleet DIR -o DIR/board.md`) is not read back as a
+# crashed log by the next run: it quotes the crash's lines.
+OWN_HEADS = (b"# Triage: ", b"# Triage run --retry", b"# Fleet: ", b"# Backtest: ", b'{"event": "')
+OWN_JSON_MAX = 64 * 1024 * 1024
+
+
+def is_own_output(path: str) -> bool:
+    """Whether the regular file `path` is a document triage wrote (see OWN_HEADS); its JSON
+    documents (indented by two, unlike a JSON-lines log) are parsed to be sure."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if head.startswith(OWN_HEADS):
+                return True
+            if not head.startswith(b'{\n  "') or os.fstat(fh.fileno()).st_size > OWN_JSON_MAX:
+                return False
+            import json
+
+            doc = json.loads(head + fh.read())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and ("triage_version" in doc or str(doc.get("schema", "")).startswith("triage-")
+                                      or {"leaderboard", "summary", "since"} <= doc.keys()
+                                      or {"corpus", "split", "cases"} <= doc.keys())

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from triage.core.recache import re_compile
 
-CONTROL = re_compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# zero-width and invisible format characters too (U+200B, U+2060-2064, the BOM U+FEFF): they
+# hide text inside what the reader sees (`rm\u200b -rf` looks like `rm -rf`)
+CONTROL = re_compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e"
+                     "\u2060-\u2064\u2066-\u2069\ufeff]")
 REPLACEMENT = "\ufffd"
 
 

@@ -64,7 +64,10 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
     from triage.pipeline.scan import load_window, scan_file
 
     with open_source(path) as fh:
-        plain = is_regular(fh)  # a pipe, FIFO, .gz or UTF-16 log is one stream, without a total
+        # a pipe, FIFO, .gz or UTF-16 log is one stream, without a total; so is stdin even when
+        # the shell redirected a regular file into it (`< server.log`): the byte-range workers
+        # and the prefix cache's read-back reopen the log by name, and `-` names no file
+        plain = is_regular(fh) and path != "-"
         size = file_size(path) if plain else None
         # a big log's load figures come out of the Hyperscan pass (scan.LoadProbe)
         window = load_window(path, size or 0) if plain and opts.prefer_hyperscan else None

@@ -61,6 +61,9 @@ ESC_QUOTE = rf"(?:{ESC}['\"])?"
 ENV_NAME = (r"(?:[A-Z0-9]{1,40}_){0,8}(?:[A-Z0-9]{0,40}(?:PASSWORD|PASSWD|SECRET)[A-Z0-9_]{0,40}"
             r"|TOKEN|KEY|KEY_ID|CREDENTIALS?|[A-Z0-9]{0,40}API_?KEY)")
 _TOKEN_CHARS = "[A-Za-z0-9]"
+# a value ends before the punctuation of the sentence around it: `SECRET_FILE=/run/pw: no such
+# file` keeps its colon (`SECRET_FILE=[REDACTED]: ...`), which the mask used to swallow
+KEEP_PUNCT = r"(?<![:;,.])"
 
 
 def _fill(n: int, alphabet: str = "AbCdEfGhJkLmNpQrStUvWxYz23456789") -> str:
@@ -222,7 +225,7 @@ RULES: list[SecretRule] = [
     SecretRule(
         "secret-flag", "", ("api-key", "api_key", "token", "password", "secret"),
         r"(?P<keep>--(?:[A-Za-z0-9_]+-){0,8}(?:api-key|api_key|hf-token|hf_token|token|password|secret|secret-key)(?:=|\s+))"
-        r"(?!--|<[\w. -]{1,40}>)(?:'[^']*'|\"[^\"]*\"|[^\s'\",)]+)",
+        r"(?!--|<[\w. -]{1,40}>)(?:'[^']*'|\"[^\"]*\"|[^\s'\",)]+" + KEEP_PUNCT + ")",
         "python -m sglang.launch_server --api-key {s} --tp 8", "flagKey-7f3a9b2c", "--skip-tokenizer-init --tp 8"),
     SecretRule(
         "wandb-login", "", ("wandb",),
@@ -241,17 +244,18 @@ RULES: list[SecretRule] = [
         "ServerArgs(tokenizer_path='org/model', eos_token='</s>', hf_token=None)"),
     SecretRule(
         "secret-setting", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
-        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=_)){SECRET_WORD}\s*=\s*){NOT_SECRET_VALUE}[^\s'\",)\]}}]{{4,}}",
+        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=_)){SECRET_WORD}\s*=\s*){NOT_SECRET_VALUE}[^\s'\",)\]}}]{{4,}}{KEEP_PUNCT}",
         "Namespace(model='m', ssl_keyfile_password={s}, port=8000)", "pw-s3cr3t-777",
         "max_prefill_tokens=16384 password=None token=8192"),
     SecretRule(
         "secret-name-value", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
-        rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=[_-]))(?:api[ _-]?key|{SECRET_WORD}){ESC_QUOTE}[ \t]*:[ \t]*{ESC_QUOTE})"
-        rf"{NOT_SECRET_VALUE}[^\s'\",}}]{{4,}}",
+        # not a path's last component (`~/.aws/credentials: missing` names a file, not a value)
+        rf"(?i)(?P<keep>(?:(?<![\w./-])|(?<=[_-]))(?:api[ _-]?key|{SECRET_WORD}){ESC_QUOTE}[ \t]*:[ \t]*{ESC_QUOTE})"
+        rf"{NOT_SECRET_VALUE}[^\s'\",}}]{{4,}}{KEEP_PUNCT}",
         "config loaded: password: {s}", "Tr0ub4dor&3x", "#new-token: 8192, token usage: 0.50, #cached-token: 0"),
     SecretRule(
         "secret-env-variable", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
-        rf"(?P<keep>(?<![\w.-]){ENV_NAME}=){NOT_SECRET_VALUE}(?:'[^']*'|\"[^\"]*\"|\S+)",
+        rf"(?P<keep>(?<![\w.-]){ENV_NAME}=){NOT_SECRET_VALUE}(?:'[^']*'|\"[^\"]*\"|\S+{KEEP_PUNCT})",
         "+ export PGPASSWORD={s}", "hunter2-db", "TOKENIZERS_PARALLELISM=false SGLANG_MAX_TOKENS=4096 KEY_COUNT=3"),
     # a setting named `*_key` is masked when its value is shaped like a credential (the name
     # alone is not enough: `cache_key`, `sort_key`); gitleaks gates its generic rule the same way

@@ -35,10 +35,27 @@ def fence_for(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
+# An @mention (GitHub notifies that user or team when the report is pasted) and a bare URL or
+# www. address (autolinked): log text, shown in a code span, which neither pings nor links.
+_PINGS = re_compile(r"(?<![\w@.])@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:/[A-Za-z0-9_.-]+)?"
+                    r"|\b(?:[A-Za-z][A-Za-z0-9+.-]*://|www\.)[^\s<>]+")
+
+
 def inline(text: object) -> str:
     """One line of log text safe inside Markdown prose or a table cell: no HTML, no link or
-    image, no code span or emphasis, no cell break, no control character."""
+    image, no code span or emphasis, no cell break, no control character, no @mention and no
+    autolink (those are put in code spans)."""
     s = printable(" ".join(str(text).split()))
+    out, pos = [], 0
+    for m in _PINGS.finditer(s):
+        out.append(_inline_text(s[pos : m.start()]))
+        out.append(_code_inline(m.group(0)).replace("|", "\\|"))  # a pipe in a code span still ends a cell
+        pos = m.end()
+    out.append(_inline_text(s[pos:]))
+    return "".join(out)
+
+
+def _inline_text(s: str) -> str:
     s = s.replace("&", "&amp;").replace("\\", "\\\\").replace("|", "\\|")
     s = s.replace("<", "&lt;").replace(">", "&gt;")
     s = s.replace("`", "'").replace("*", "\\*")
@@ -479,7 +496,9 @@ def render_markdown(r: Report) -> str:
         r=r, headline=_headline(r), top=top, top_failure=top_failure, applied=applied,
         summary=_summary(r, top, top_failure),
         findings_by_failure=by_failure, loose=[x for x in r.findings if x.failure is None],
-        requests=r.request_failures,
+        # each with its index in r.failures: looking it up per row (failures.index, a deep __eq__
+        # over every failure before it) made the report quadratic in failures
+        requests=[(i, f) for i, f in enumerate(r.failures) if not f.fatal],
         env_rows=env_rows, other_flags=_non_default(r),
     )
     return re.sub(r"\n{3,}", "\n\n", text)

@@ -21,7 +21,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from triage.catalogue.load import Catalogue
+from triage.catalogue.load import Catalogue, read_yaml
 from triage.core.errors import TriageError
 from triage.core.lazyre import lazy
 
@@ -181,7 +181,10 @@ def load_cases(corpus: str | Path, split: str = "all") -> list[Case]:
     cases: list[Case] = []
     for path in sorted(folder.glob("*.yaml")):
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            # the catalogue loader's guards (a regular file, 512 KiB at most, no YAML aliases): a
+            # label is as untrusted as an entry, and a label linked to /dev/zero, a FIFO or an
+            # alias bomb ran out of memory, blocked, or ran for minutes
+            raw, _node = read_yaml(path)
             label = CaseLabel.model_validate(raw)
         except (OSError, yaml.YAMLError) as e:
             raise TriageError(f"{path}: cannot read the label ({str(e).splitlines()[0]})") from None
@@ -267,11 +270,14 @@ def _outcome(case_id: str, log: str, cat: Catalogue) -> Outcome:
 
 
 def run_cases(cases: list[Case], roots: list[str], builtin: bool, jobs: int = 0) -> dict[str, Outcome]:
-    workers = jobs or (os.cpu_count() or 1)
-    if workers == 1 or len(cases) < 4:
-        from triage.catalogue.load import load_catalogue
+    from triage.catalogue.load import load_catalogue
 
-        cat = load_catalogue(roots, builtin=builtin)
+    workers = jobs or (os.cpu_count() or 1)
+    # loaded here first, pool or not: a catalogue error (a directory of signatures without their
+    # workarounds) is the loader's one line, where a worker's initializer raising it left only
+    # BrokenProcessPool
+    cat = load_catalogue(roots, builtin=builtin)
+    if workers == 1 or len(cases) < 4:
         return {c.label.id: _outcome(c.label.id, c.log, cat) for c in cases}
     with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(roots, builtin)) as pool:
         results = pool.map(_outcome_in_worker, [c.label.id for c in cases], [c.log for c in cases], chunksize=4)
@@ -369,6 +375,10 @@ def _catalogue_root(ref: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
     temporary directory (signatures/ and workarounds/ only)."""
     if Path(ref).is_dir():
         return ref, None
+    # a revision is handed to git: one that starts with `-` would be an option of git's
+    # (`--output=FILE` truncated FILE), whatever the checks below
+    if not ref or ref.startswith("-") or any(c.isspace() or ord(c) < 32 for c in ref):
+        raise TriageError(f"--against {ref}: not a directory or a git revision")
     from triage.catalogue.load import builtin_dirs
 
     repo = next((d for d in builtin_dirs() if (d / ".git").exists()), None)
@@ -376,13 +386,17 @@ def _catalogue_root(ref: str) -> tuple[str, tempfile.TemporaryDirectory | None]:
         raise TriageError(f"--against {ref}: not a directory, and the catalogue is not in a git checkout")
     tmp = tempfile.TemporaryDirectory(prefix="triage-against-")
     try:
-        archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", ref, "signatures", "workarounds"],
+        # resolved to a commit first (--end-of-options: the revision is never read as an option)
+        sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                              f"{ref}^{{commit}}"], capture_output=True, check=True).stdout.decode().strip()
+        archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", sha, "--", "signatures", "workarounds"],
                                  capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", tmp.name], input=archive.stdout, capture_output=True, check=True)
     except (OSError, subprocess.CalledProcessError) as e:
         tmp.cleanup()
         stderr = e.stderr if isinstance(e, subprocess.CalledProcessError) else None
-        detail = stderr.decode(errors="replace").strip().splitlines()[0] if stderr else str(e)
+        text = stderr.decode(errors="replace").strip() if stderr else ""
+        detail = text.splitlines()[0] if text else ("unknown revision" if stderr is not None else str(e))
         raise TriageError(f"--against {ref}: not a directory or a git revision of the catalogue ({detail})") from None
     return tmp.name, tmp
 

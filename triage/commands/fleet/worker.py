@@ -94,9 +94,15 @@ def describe(e: BaseException, path: str | None = None) -> str:
 
 
 def _skip(lf: LogFile, job: Job) -> bool:
-    """Empty files, and files last written before --since: nothing in them can be newer."""
+    """Empty files, files last written before --since (nothing in them can be newer), and
+    triage's own reports (a leaderboard written into the archive quotes its crashes)."""
     if lf.size == 0:
         return True
+    if not is_url(lf.path):
+        from triage.core.output import is_own_output
+
+        if is_own_output(lf.path):
+            return True
     written = from_mtime(lf.mtime)
     return job.since is not None and written is not None and written < job.since
 

@@ -8,7 +8,7 @@ import sys
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from triage.commands.run import Server, exit_status, supervise
+from triage.commands.run import Server, exit_status, signal_name, supervise
 from triage.commands.watch import Printer, Ready, Watcher, WatchOptions, failure_note, note
 from triage.core.errors import EXIT_FAILURE, EXIT_TIMEOUT, TriageError
 from triage.core.output import open_stream
@@ -94,7 +94,7 @@ def run_attempt(rec: AttemptRecord, opts: WatchOptions, out: AttemptPrinter, gua
         raise TriageError(f"--log {rec.log}: cannot write ({e.strerror or e})") from None
     server: Server | None = None
     try:
-        server = Server(rec.launch.argv, log, env=rec.launch.env, detached=stop_at_ready)
+        server = Server(rec.launch.argv, log, env=rec.launch.env, detached=stop_at_ready, log_name=rec.log)
         rec.pid = server.proc.pid
         guard.server = server
         if guard.signum is not None:  # the operator's signal came while the server was starting
@@ -110,7 +110,7 @@ def run_attempt(rec: AttemptRecord, opts: WatchOptions, out: AttemptPrinter, gua
             return report
         rec.status = outcome.rc
         failed = report is not None and report.exit_code == EXIT_FAILURE
-        rec.exit_code = EXIT_TIMEOUT if outcome.timed_out else exit_status(outcome.rc, failed, server.forwarded, server.killed)
+        rec.exit_code = EXIT_TIMEOUT if outcome.timed_out else exit_status(outcome.rc, failed, server.forwarded, server.killed, server.stopped)
         if outcome.timed_out:
             rec.end = "timeout"
         elif server.forwarded is not None:
@@ -123,15 +123,21 @@ def run_attempt(rec: AttemptRecord, opts: WatchOptions, out: AttemptPrinter, gua
         if rec.end == "failed" and report is not None:
             out.failure(report)
             _record_failure(rec, report)
-        how = f"was killed by {signal.Signals(-outcome.rc).name}" if outcome.rc < 0 else f"exited with status {outcome.rc}"
+        how = f"was killed by {signal_name(-outcome.rc)}" if outcome.rc < 0 else f"exited with status {outcome.rc}"
         note(f"attempt {rec.number}: the server {how}")
         if out.json:
             out.event({"event": "exit", "status": outcome.rc, "exit_code": rec.exit_code, "line": w.line_no})
         return report
     finally:
         guard.server = None
-        if server is not None and server.returncode is None and rec.end != "ready":
-            server.stop()  # never leave a server behind that is not meant to stay
+        if server is not None and rec.end != "ready":
+            # never leave a server behind that is not meant to stay, nor a worker of it that
+            # outlived it: the next attempt would find its GPUs and ports still taken
+            if server.returncode is None:
+                server.stop()
+            elif server.group_alive():
+                server.signal_group(signal.SIGTERM)
+                server.reap_group()
         if server is not None:
             server.finish_output()
         log.close()

@@ -63,7 +63,8 @@ def _retry(command: list[str], log_path: str | None, opts: WatchOptions, retries
     base = log_path or default_log_name()
     cat = load_catalogue(opts.catalogue_dirs)
     plan = Plan(Launch(argv=list(command)), cat, os.environ)
-    out = AttemptPrinter(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream)
+    out = AttemptPrinter(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream,
+                         stream_name=opts.output)
     attempts: list[AttemptRecord] = []
     reports: list[Report | None] = []
     not_applied: list[Skipped] = []

@@ -19,7 +19,8 @@ class Launch(BaseModel):
 
     def shell(self) -> str:
         """As a line for a launch script."""
-        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        # the name quoted too: a catalogue's names are checked, but this line is run by a shell
+        prefix = " ".join(f"{shlex.quote(k)}={shlex.quote(v)}" for k, v in self.env.items())
         return f"{prefix} {shlex.join(self.argv)}".strip()
 
 

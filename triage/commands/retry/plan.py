@@ -12,12 +12,13 @@ and the failure's next workaround is tried in its place.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from triage.catalogue.flags import flag_index
 from triage.catalogue.load import Catalogue
-from triage.catalogue.models import WorkaroundSpec
+from triage.catalogue.models import ENV_NAME_RX, WorkaroundSpec
 from triage.commands.retry.models import Change, Launch, Skipped
 from triage.core.errors import EXIT_FAILURE
 from triage.core.models import Finding, Report, Workaround
@@ -192,7 +193,20 @@ def _value_problem(spec: WorkaroundSpec, report: Report, top: Finding) -> str | 
     return None
 
 
+# Variables that decide which code the server runs (a library preloaded into it, where Python
+# and the shell look for modules and programs): never changed unattended, whatever an entry says.
+NEVER_AUTO_ENV = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME",
+                            "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONINSPECT", "PATH", "BASH_ENV", "ENV",
+                            "PERL5LIB", "NODE_OPTIONS", "IFS"})
+NEVER_AUTO_PREFIXES = ("LD_", "DYLD_")
+
+
 def _env_problem(rec: Workaround, before: Launch, environ: Mapping[str, str]) -> str | None:
+    for k in _env(rec):
+        if not re.match(ENV_NAME_RX, k):
+            return f"{k!r} is not an environment variable name"
+        if k in NEVER_AUTO_ENV or k.startswith(NEVER_AUTO_PREFIXES):
+            return f"sets {k}, which decides what code the server runs: by hand only"
     for k, v in _env(rec).items():
         have = before.env.get(k, environ.get(k))
         if have and have != v:  # an empty value is as good as unset

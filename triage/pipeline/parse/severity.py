@@ -38,10 +38,14 @@ def _text(f: Failure) -> str:
 def classify(failures: list[Failure], lines: list[LogLine], last_serving: int) -> None:
     """Set `fatal` and `severity_reason` on every failure."""
     ready_lines = [ln.no for ln in lines if READY.search(ln.message)]
+    by_no = {ln.no: ln for ln in lines}
+    starts = sorted(f.line for f in failures)
     for f in failures:
         end = max(f.end_line or f.line, f.line)
         for e in f.followed_by:
             end = max(end, e.line)
+        # the next failure: when the server served between this one and it, this one did not end it
+        later = next((x for x in starts if x > end), None)
         if f.kind in ALWAYS_FATAL:
             f.fatal, f.severity_reason = True, f"a {f.kind} failure ends the process"
             continue
@@ -52,13 +56,15 @@ def classify(failures: list[Failure], lines: list[LogLine], last_serving: int) -
         if any(_death(e.text) for e in f.followed_by):
             f.fatal, f.severity_reason = True, "a process died right after it"
             continue
-        serving_after = last_serving > end + SERVING_GAP
+        serving_after = last_serving > end + SERVING_GAP or (later is not None and end < last_serving < later)
         ready_after = any(r > end for r in ready_lines)
+        # the handler's own line just above the traceback (`ERROR: Exception in ASGI application`)
+        above = by_no.get(f.line - 1)
         if serving_after:
             f.fatal, f.severity_reason = False, f"the server kept serving after it (line {last_serving})"
         elif ready_after:
             f.fatal, f.severity_reason = False, "the server became ready after it"
-        elif REQUEST_WORDS.search(_text(f)):
+        elif REQUEST_WORDS.search(_text(f)) or (above is not None and REQUEST_WORDS.search(above.message)):
             f.fatal, f.severity_reason = False, "one request's error, printed by the request handler"
         else:
             f.fatal = True

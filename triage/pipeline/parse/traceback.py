@@ -223,6 +223,13 @@ class _Assembler:
             return cons[n].message if n < len(cons) else None
 
         last = self.last if self.last in candidates else None
+        if (last is not None and last.state == "body" and msg[:1] in (" ", "\t") and not FRAME.match(msg)
+                and FRAME.match(last.lines[-1].message) and all(s.state == "exc" for s in candidates if s is not last)):
+            # the code line of the frame just read, when every other open stream has had its
+            # exception line: a request's error, then a serving line, then the scheduler's crash,
+            # whose code lines went to the request's stream (interleaved ranks, all mid-body, are
+            # still told apart by the longest stream below)
+            return last
         if last is not None and expected(last) == msg:
             return last
         same = [s for s in candidates if expected(s) == msg]
