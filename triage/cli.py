@@ -139,6 +139,13 @@ def _start(ctx: typer.Context, quiet: bool, verbose: bool) -> Any:  # noqa: ANN4
     configure(quiet=quiet, verbose=verbose)
     s = _settings(ctx)
     LOG.debug("configuration: %s", s.file or "none found")
+    from triage.catalogue.load import checkout_instead
+
+    checkout = checkout_instead()
+    if checkout is not None:  # an installed triage run inside a clone: edits there count (see builtin_dirs)
+        from triage.commands.output import note
+
+        note(f"using the catalogue of the checkout at {checkout}, not the installed copy's")
     return s
 
 
