@@ -20,6 +20,7 @@ import pytest
 from fleet_archive import SIGNATURES, make_archive
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'triage[ray]' (the test extra has it)")
+pytestmark = pytest.mark.slow  # Ray's start-up: most of the suite's CPU (tests/conftest.py: --slow, CI)
 
 ON_RAY = textwrap.dedent("""
     import json, logging, sys

@@ -14,6 +14,7 @@ import pytest
 from conftest import ROOT
 
 
+@pytest.mark.slow  # a build and an install into a fresh venv (tests/conftest.py: --slow, CI)
 def test_sdist_builds_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
     pytest.importorskip("build")
     dist = tmp_path / "dist"
