@@ -52,6 +52,7 @@ STAGES = {  # pipeline module -> its position in the run
     "triage.pipeline.switches": 5,  # the feature map's derived workarounds, ranked by recommend
     "triage.pipeline.redact": 6,
     "triage.pipeline.secret_rules": 6,  # the rule table redact applies
+    "triage.pipeline.gitleaks_rules": 6,  # gitleaks' rules, generated, part of that table
     "triage.pipeline.analyze": 7,  # the orchestration: every stage
 }
 

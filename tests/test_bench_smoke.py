@@ -148,20 +148,20 @@ def test_bench_scan_help_runs():
     assert "--shapes" in p.stdout and "--runs" in p.stdout and "--json" in p.stdout
 
 
-def test_fleet_benchmark_prints_logs_per_second_for_both_runners(tmp_path):
-    """bench_fleet.py at its smallest: the local pool, and Ray where installed (the test extra
-    has it), each with a logs/s figure and the same leaderboard. No timing is asserted."""
-    ray = importlib.util.find_spec("ray") is not None
-    args = [sys.executable, str(BENCH / "bench_fleet.py"), "--servers", "2", "--per-server", "8", "--json"]
-    p = subprocess.run(args + ([] if ray else ["--no-ray"]), capture_output=True, timeout=300, cwd=tmp_path)
+def test_fleet_benchmark_prints_logs_per_second(tmp_path):
+    """bench_fleet.py at its smallest, on the local pool, with a logs/s figure. No timing is
+    asserted. Not on Ray: starting a Ray instance here was the suite's second-longest test, and
+    that Ray and the local pool agree is tests/test_fleet_ray.py's to show (on the same harness
+    code: the benchmark calls run_fleet with either runner)."""
+    args = [sys.executable, str(BENCH / "bench_fleet.py"), "--servers", "2", "--per-server", "8", "--json", "--no-ray"]
+    p = subprocess.run(args, capture_output=True, timeout=300, cwd=tmp_path)
     assert p.returncode == 0, p.stderr.decode()[-2000:]
     out = json.loads(p.stdout)
     assert out["files"] == 2 * 8 + 2  # the logs, the empty one and the corrupt .gz
     assert out["local_pool"]["logs_per_s"] > 0
-    if ray:
-        assert out["ray"]["logs_per_s"] > 0 and out["ray"]["same_leaderboard"] is True
 
 
+@pytest.mark.slow  # it keeps both cores busy on purpose (tests/conftest.py: --slow, CI)
 def test_machine_probe_reports_both_timings() -> None:
     """The benchmark records how fast the machine was (alone, and with both cores busy) so that
     runs from different minutes can be told apart; no threshold, the figures only have to exist."""

@@ -154,7 +154,8 @@ def test_a_command_built_alone_says_and_does_what_the_whole_app_does(monkeypatch
         shown = run_cli(name, "--help").stdout
         assert shown.startswith(f"Usage: triage {name} ".encode()) and shown == _help_of_whole(cli, name)
     assert cli._only(["analyze", "x.log"]) == "analyze"
-    assert cli._only(["--isolated", "analyze", "x.log"]) is None  # an option first: the whole app
+    assert cli._only(["--isolated", "analyze", "x.log"]) == "analyze"  # the program's options first
+    assert cli._only(["--config", "t.toml", "analyze", "x.log"]) == "analyze"
     assert cli._only(["catalogue", "check"]) is None and cli._only([]) is None
     monkeypatch.setenv("_TRIAGE_COMPLETE", "bash_complete")
     assert cli._only(["analyze"]) is None  # completion lists everything
@@ -168,3 +169,32 @@ def _help_of_whole(cli, name: str) -> bytes:  # noqa: ANN001
     with contextlib.redirect_stdout(out), contextlib.suppress(BaseException):
         cli._command()(args=[name, "--help"], prog_name="triage", standalone_mode=False)
     return out.getvalue().encode()
+
+
+def test_global_options_on_either_side_of_the_command(tmp_path):
+    """As ruff's: `triage -q analyze`, `triage analyze --config F`, `triage --no-redact analyze`
+    (issue 35: click refused each); nothing of a server's own command after `run --` is moved."""
+    import triage.cli as cli
+
+    log = str(FIXTURES / "sglang-nsa-tp8.log")
+    conf = tmp_path / "t.toml"
+    conf.write_text('format = "json"\n')
+    plain = run_cli("analyze", log, "-q")
+    for args in (("-q", "analyze", log), ("analyze", "-q", log), ("--quiet", "analyze", log)):
+        p = run_cli(*args)
+        assert (p.returncode, p.stdout, p.stderr) == (plain.returncode, plain.stdout, plain.stderr), args
+    for args in (("analyze", log, "--config", str(conf)), ("analyze", f"--config={conf}", log),
+                 ("--config", str(conf), "analyze", log), ("-q", "analyze", "--config", str(conf), log)):
+        p = run_cli(*args)
+        assert p.returncode == 1 and json.loads(p.stdout)["exit_code"] == 1, (args, p.stderr)
+    p = run_cli("analyze", log, "--isolated", "-f", "json", "--exit-zero")
+    assert p.returncode == 0 and json.loads(p.stdout)
+    assert run_cli("--exit-zero", "analyze", log).returncode == 0
+    assert run_cli("-q", "schema", "report").returncode == 0  # nothing to be quiet about: accepted
+    g = cli._global_options_anywhere
+    assert g(["run", "--log", "l", "--config", "c", "--", "srv", "--config", "z", "-q"]) == [
+        "--config", "c", "run", "--log", "l", "--", "srv", "--config", "z", "-q"]
+    assert g(["-v", "run", "srv", "--config", "z"]) == ["run", "-v", "srv", "--config", "z"]
+    assert g(["analyze", "--command", "--config", "x.log"]) == ["analyze", "--command", "--config", "x.log"]
+    assert g(["-v", "catalogue", "check", "--config", "c"]) == ["--config", "c", "catalogue", "check", "-v"]
+    assert run_cli("analyze", log, "--config", str(tmp_path / "missing.toml")).returncode == 2

@@ -483,3 +483,23 @@ def test_cli_module_holds_no_pipeline_work() -> None:
     text = (ROOT / "triage" / "cli.py").read_text(encoding="utf-8")
     for word in ("analyze_many", "redact_report", "report.markdown", "render_json", "summarise(", "compare(", "backtest_out"):
         assert word not in text, word
+
+
+def test_readme_quick_start_is_two_commands_in_a_venv_and_ci_runs_the_second() -> None:
+    """The set-up contract (issue 35): exactly two commands, each making its own virtual
+    environment (a Debian system Python refuses `pip install`), the first installing and
+    analysing a bundled log, the second installing the test extra and running the suite;
+    `.ci/run` runs the second verbatim and fails when it fails."""
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)\n```", quick, re.S)
+    assert len(blocks) == 2 and all("\n" not in b for b in blocks), blocks
+    venv = "python3 -m venv .venv && . .venv/bin/activate && "
+    run, test = blocks
+    assert run.startswith(venv + "pip install . && triage analyze examples/")
+    assert (ROOT / run.rsplit(" ", 1)[1]).is_file()
+    assert test == venv + "pip install '.[test]' && python -m pytest"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert test in ci and "set -euo pipefail" in ci and ci[-1] == test  # its status is the script's
+    assert os.access(ROOT / ".ci" / "run", os.X_OK)
+    assert ".venv/" in (ROOT / ".gitignore").read_text().split()

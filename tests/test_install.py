@@ -14,16 +14,22 @@ import pytest
 from conftest import ROOT
 
 
+@pytest.mark.slow  # a build and an install into a fresh venv (tests/conftest.py: --slow, CI)
 def test_sdist_builds_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
     pytest.importorskip("build")
     dist = tmp_path / "dist"
     built = subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(dist), str(ROOT)],
                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    # the licence: an SPDX expression, not the table setuptools deprecates, and its text shipped
+    log = built.stdout + built.stderr
+    assert "TOML table is deprecated" not in log and "License classifiers are deprecated" not in log, log[-2000:]
     (sdist,) = dist.glob("triage-*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = tar.getnames()
+        pkg_info = tar.extractfile(next(n for n in names if n.endswith("/PKG-INFO"))).read().decode()  # type: ignore[union-attr]
     assert any("/signatures/sglang/" in n for n in names) and any("/workarounds/" in n for n in names)
+    assert any(n.endswith("/LICENSE") for n in names) and "License-Expression: Apache-2.0" in pkg_info
 
     # A fresh venv without pip; the dependencies (and the build backend) come from the running
     # interpreter's site-packages through a .pth line, so nothing is fetched from an index.
@@ -40,6 +46,8 @@ def test_sdist_builds_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> Non
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert inst.returncode == 0, inst.stderr[-2000:]
 
+    (meta,) = site.glob("triage-*.dist-info")
+    assert "Apache License" in (meta / "licenses" / "LICENSE").read_text()
     triage = fresh / "bin" / "triage"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -140,6 +140,13 @@ def _start(ctx: typer.Context, quiet: bool, verbose: bool) -> Any:  # noqa: ANN4
     configure(quiet=quiet, verbose=verbose)
     s = _settings(ctx)
     LOG.debug("configuration: %s", s.file or "none found")
+    from triage.catalogue.load import checkout_instead
+
+    checkout = checkout_instead()
+    if checkout is not None:  # an installed triage run inside a clone: edits there count (see builtin_dirs)
+        from triage.commands.output import note
+
+        note(f"using the catalogue of the checkout at {checkout}, not the installed copy's")
     return s
 
 
@@ -519,7 +526,91 @@ def _only(args: list[str]) -> str | None:
     """The command to build alone for `args`, if any (see _command)."""
     if not args or os.environ.get("_TRIAGE_COMPLETE"):  # typer's completion: every command
         return None
-    return args[0] if args[0] in {_name(c) for c in app.registered_commands} else None
+    first = _command_at(args)
+    return args[first] if first < len(args) and args[first] in {_name(c) for c in app.registered_commands} else None
+
+
+# Global options go on either side of the command, as ruff's do: click takes the program's own
+# (--config, --isolated) only before the command, and a command's switches (-q, -v, --no-redact,
+# --redact-ips, --exit-zero, ...) only after it; the arguments are put in that order before
+# click reads them.
+_ROOT_OPTIONS = {"--config": True, "--isolated": False}  # name: takes a value
+
+
+def _command_at(args: list[str]) -> int:
+    """Where the command's name is: after the options before it (and --config's value)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        i += 2 if _ROOT_OPTIONS.get(args[i]) else 1
+    return i
+
+
+def _options_of(path: list[str]) -> tuple[set[str], set[str]] | None:
+    """(options that take a value, switches) of the command `path` names; None: no such command."""
+    alone = path[0] in {_name(c) for c in app.registered_commands}  # `catalogue` is a group: the whole app
+    cmd: Any = _command(path[0] if alone else None)
+    for name in path:
+        cmd = getattr(cmd, "commands", {}).get(name)
+        if cmd is None:
+            return None
+    values: set[str] = set()
+    switches: set[str] = set()
+    for p in cmd.params:
+        if getattr(p, "param_type_name", "") == "option":
+            flag = getattr(p, "is_flag", False) or getattr(p, "count", False)
+            (switches if flag else values).update((*p.opts, *p.secondary_opts))
+    return values, switches
+
+
+def _global_options_anywhere(args: list[str]) -> list[str]:
+    """`triage -q analyze X` and `triage analyze X --config F` as click wants them:
+    `triage --config F analyze -q X`. Nothing after `--` (a server's own command) is touched,
+    nor, for `run`, anything from the server command on."""
+    first = _command_at(args)
+    if first >= len(args) or os.environ.get("_TRIAGE_COMPLETE"):
+        return args  # no command: click's help or usage error, as typed
+    path, i = [args[first]], first + 1
+    if path[0] == "catalogue" and i < len(args) and not args[i].startswith("-"):
+        path.append(args[i])
+        i += 1
+    found = _options_of(path)
+    if found is None:
+        return args
+    values, switches = found
+    head: list[str] = []
+    early: list[str] = []
+    j = 0
+    while j < first:
+        a = args[j]
+        if _ROOT_OPTIONS.get(a):
+            head += args[j:j + 2]
+            j += 2
+            continue
+        if a in switches:
+            early.append(a)
+        elif a not in ("-q", "--quiet", "-v", "--verbose"):  # (`schema` has nothing to be quiet about)
+            head.append(a)  # -V, -h and the like stay the program's
+        j += 1
+    tail: list[str] = []
+    rest = args[i:]
+    j = 0
+    while j < len(rest):
+        a = rest[j]
+        name = a.split("=", 1)[0] if a.startswith("--") else a
+        if a == "--" or (path[0] == "run" and not a.startswith("-")):
+            tail += rest[j:]
+            break
+        if name in _ROOT_OPTIONS and name not in values | switches:
+            takes = _ROOT_OPTIONS[name] and "=" not in a
+            head += rest[j:j + 2] if takes else [a]
+            j += 2 if takes else 1
+            continue
+        tail.append(a)
+        if a in values and j + 1 < len(rest):  # an option's value is never an option of ours
+            tail.append(rest[j + 1])
+            j += 1
+        j += 1
+    return head + path + early + tail
 
 
 def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int:
@@ -537,7 +628,7 @@ def run_main(argv: list[str] | None = None, prog_name: str | None = None) -> int
 
     exits, aborts, usage = _click_exceptions()
     try:
-        args = sys.argv[1:] if argv is None else argv
+        args = _global_options_anywhere(list(sys.argv[1:] if argv is None else argv))
         rv = _command(_only(args))(args=args, prog_name=prog_name or "triage", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except exits as e:

@@ -90,13 +90,17 @@ def shard_of(word: str, shards: int = SHARDS) -> int:
     return zlib.crc32(word.encode()) % shards
 
 
-def pattern(template: str, prefix_parts: int | None = None) -> re.Pattern[str]:
-    """A regex of a template's first line (or of its first `prefix_parts` segments)."""
+def pattern_source(template: str, prefix_parts: int | None = None) -> str:
+    """The source of `pattern` (for a caller that compiles it with more around it)."""
     segs = segments(first_line(template))
     if prefix_parts is not None:
         segs = segs[:prefix_parts]
-    body = "".join(_HOLE_RE[s[1]] if s.startswith(HOLE) else _loose(s) for s in segs)
-    return re.compile(body)
+    return "".join(_HOLE_RE[s[1]] if s.startswith(HOLE) else _loose(s) for s in segs)
+
+
+def pattern(template: str, prefix_parts: int | None = None) -> re.Pattern[str]:
+    """A regex of a template's first line (or of its first `prefix_parts` segments)."""
+    return re.compile(pattern_source(template, prefix_parts))
 
 
 def _loose(text: str) -> str:

@@ -8,6 +8,7 @@ them closes the door on exponential "billion laughs" expansion.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -117,13 +118,48 @@ class Catalogue:
         return {k for s in self.signatures.values() for k in s.keywords}
 
 
-def builtin_dirs() -> list[Path]:
+def _is_checkout(d: Path) -> bool:
+    """A checkout of triage: its catalogue trees beside a pyproject.toml naming the project."""
+    if not ((d / "signatures").is_dir() and (d / "workarounds").is_dir()):
+        return False
+    try:
+        head = (d / "pyproject.toml").read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        return False
+    return re.search(r'(?m)^name\s*=\s*"triage"\s*$', head) is not None
+
+
+def checkout_around(start: Path | None = None) -> Path | None:
+    """The checkout of triage the directory `start` (default: the current one) is in, if any."""
+    try:
+        here = (start or Path.cwd()).resolve()
+    except OSError:  # the current directory was removed
+        return None
+    return next((d for d in (here, *here.parents) if _is_checkout(d)), None)
+
+
+def checkout_instead(package: Path | None = None, cwd: Path | None = None) -> Path | None:
+    """The checkout whose catalogue an installed copy takes instead of its own (builtin_dirs)."""
+    here = package or Path(__file__).resolve()
+    if (here.parents[2] / "signatures").is_dir():
+        return None
+    return checkout_around(cwd)
+
+
+def builtin_dirs(package: Path | None = None, cwd: Path | None = None) -> list[Path]:
     """The catalogue shipped with the code: the repository's top level when run from a
-    checkout, else the copy the build placed inside the package."""
-    here = Path(__file__).resolve()
+    checkout (an editable install). An installed copy (`pip install .`, which copies the
+    catalogue into the package) run inside a checkout of triage takes that checkout's: there,
+    the catalogue is what one edits, tests (`catalogue check`) and compares with a git revision
+    (`catalogue backtest --against HEAD`), and the installed copy is a snapshot of it. Elsewhere,
+    the copy inside the package."""
+    here = package or Path(__file__).resolve()
     repo = here.parents[2]
     if (repo / "signatures").is_dir() and (repo / "workarounds").is_dir() and (repo / "pyproject.toml").exists():
         return [repo]
+    around = checkout_around(cwd)
+    if around is not None:
+        return [around]
     packaged = here.parent / "builtin"
     if (packaged / "signatures").is_dir():
         return [packaged]

@@ -74,6 +74,14 @@ class Output:
 
         return redact_argv(argv, ips=self.ips)
 
+    def command(self, command: str) -> str:
+        """A shell command line (masked word by word, quotes and all)."""
+        if not self.redact:
+            return command
+        from triage.pipeline.redact import redact_command
+
+        return redact_command(command, ips=self.ips)
+
     def env(self, env: dict[str, str]) -> dict[str, str]:
         if not self.redact:
             return dict(env)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections import Counter
 from collections.abc import Iterable
 from functools import cache
@@ -22,6 +23,7 @@ from typing import Any
 from triage.core.models import Report
 from triage.core.recache import re_compile
 from triage.core.record import rebuilt_like
+from triage.pipeline.gitleaks_rules import GLOBAL_ALLOW, GLOBAL_STOPWORDS
 from triage.pipeline.secret_rules import IPV4, IPV6, NOT_SECRET_VALUE, RULES, SECRET_WORD, SecretRule
 
 MASK = "[REDACTED]"
@@ -73,7 +75,66 @@ def _masked(secret: str) -> str:
     return "\n".join(MASK if part.strip() else part for part in secret.split("\n"))
 
 
+@cache
+def _allow_patterns(rule: SecretRule) -> tuple[tuple[str, tuple[re.Pattern[str], ...], tuple[str, ...]], ...]:
+    return tuple((target, tuple(re_compile(r) for r in regexes), stop) for target, regexes, stop in rule.allow)
+
+
+@cache
+def _global_allow() -> tuple[re.Pattern[str], ...]:
+    return tuple(re_compile(r) for r in GLOBAL_ALLOW)
+
+
+_IDENT_BEFORE = re_compile(r"[\w.-]{1,50}\Z")
+
+
+def _gitleaks_allows(rule: SecretRule, m: re.Match[str], secret: str) -> bool:
+    """gitleaks' verdict on a match of one of its rules: under the entropy gate, a generic key
+    without a digit, or allowlisted (the rule's lists and the global one)."""
+    if rule.entropy and entropy(secret) <= rule.entropy:
+        return True
+    if rule.gitleaks.startswith("generic") and not any(c.isdigit() for c in secret):
+        return True
+    low = secret.lower()
+    if any(w in low for w in GLOBAL_STOPWORDS) or any(p.search(secret) for p in _global_allow()):
+        return True
+    for target, patterns, stop in _allow_patterns(rule):
+        if any(w in low for w in stop):
+            return True
+        if not patterns:
+            continue
+        if target == "secret":
+            text = secret
+        else:
+            # the match as gitleaks sees it: with the identifier before the keyword, which
+            # scripts/import_gitleaks.py takes off the front of the pattern (see there)
+            head = _IDENT_BEFORE.search(m.string, max(0, m.start() - 50), m.start())
+            start = head.start() if head else m.start()
+            if target == "line":
+                start = m.string.rfind("\n", 0, start) + 1
+                end = m.string.find("\n", m.end())
+                text = m.string[start:end if end >= 0 else len(m.string)]
+            else:
+                text = m.string[start:m.end()]
+        if any(p.search(text) for p in patterns):
+            return True
+    return False
+
+
+def _secret_span(m: re.Match[str], group: int) -> tuple[int, int]:
+    """gitleaks' secret: its secretGroup, else the first group that matched, else the match."""
+    if group and group <= (m.re.groups or 0) and m.group(group) is not None:
+        return m.span(group)
+    for g in range(1, m.re.groups + 1):
+        if m.group(g):
+            return m.span(g)
+    return m.span(0)
+
+
 def _masker(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
+    if rule.group is not None:
+        return _gitleaks_masker(rule)
+
     def mask(m: re.Match[str]) -> str:
         keep = m.groupdict().get("keep") or ""
         secret = m.group(0)[len(keep):]
@@ -82,6 +143,17 @@ def _masker(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
         if rule.entropy and entropy(secret) < rule.entropy:
             return m.group(0)
         return keep + _masked(secret)
+    return mask
+
+
+def _gitleaks_masker(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
+    def mask(m: re.Match[str]) -> str:
+        start, end = _secret_span(m, rule.group or 0)
+        secret = m.string[start:end]
+        if not secret or MASK in secret or _gitleaks_allows(rule, m, secret):
+            return m.group(0)
+        whole, at = m.group(0), m.start()
+        return whole[:start - at] + _masked(secret) + whole[end - at:]
     return mask
 
 
@@ -105,10 +177,12 @@ def _unwrap_mask(rule: SecretRule):  # noqa: ANN202 - a re.sub callback
 
 # (keyword, rule) for every rule's keywords: one flat pass per text finds the rules that apply
 # (a generator per rule cost half of redacting a small report)
-_KEYWORDS = tuple((k, i) for i, r in enumerate(RULES) for k in r.keywords)
-
-
-Keywords = tuple[tuple[str, int], ...]
+# Each keyword once, with the rules it gates: several rules share one (`key`, `token`), and one
+# pass over them finds the rules that apply to a text (a generator per rule cost half of
+# redacting a small report; a pair per rule and keyword, a search per pair).
+Keywords = tuple[tuple[str, tuple[int, ...]], ...]
+_KEYWORDS: Keywords = tuple(
+    {k: tuple(i for i, r in enumerate(RULES) if k in r.keywords) for r in RULES for k in r.keywords}.items())
 
 
 def _strings(value: Any, out: list[str]) -> list[str]:
@@ -125,18 +199,17 @@ def _strings(value: Any, out: list[str]) -> list[str]:
 
 
 def keywords_in(value: Any) -> Keywords:  # noqa: ANN401 - plain data
-    """The (keyword, rule) pairs of the rules whose keywords occur anywhere in `value`'s strings:
-    one pass over all of them, so that each of a report's ~500 strings is then checked for a
-    handful of keywords, not a hundred (which was most of redacting a small report)."""
-    low = "\n".join(_strings(value, [])).lower()
-    present = {i for k, i in _KEYWORDS if k in low}
-    return tuple((k, i) for k, i in _KEYWORDS if i in present)
+    """The keywords (with their rules) that occur anywhere in `value`'s strings: one pass over
+    all of them, each string once (a report repeats its lines: evidence, raw lines, messages), so
+    that each of a report's ~500 strings is then checked for a handful of keywords, not 300."""
+    low = "\n".join(dict.fromkeys(_strings(value, []))).lower()
+    return tuple((k, rules) for k, rules in _KEYWORDS if k in low)
 
 
 def rules_for(text: str, keywords: Keywords = _KEYWORDS) -> set[int]:
     """The rules whose keywords `text` holds, among those of `keywords`."""
     low = text.lower()
-    return {i for k, i in keywords if k in low}
+    return {i for k, rules in keywords if k in low for i in rules}
 
 
 def redact_text(text: str, ips: bool = False, keywords: Keywords = _KEYWORDS) -> str:
@@ -151,9 +224,9 @@ def redact_text(text: str, ips: bool = False, keywords: Keywords = _KEYWORDS) ->
             for i in _WRAPPED:
                 if i in hit:
                     text = _wrap_pattern(RULES[i]).sub(_unwrap_mask(RULES[i]), text)
-        for i, rule in enumerate(RULES):
-            if i in hit:
-                text = _pattern(rule).sub(_masker(rule), text)
+        for i in sorted(hit):  # the table's order: triage's rules first, then gitleaks'
+            rule = RULES[i]
+            text = _pattern(rule).sub(_masker(rule), text)
     if ips:
         text = _IPV4.sub("[IP]", text)
         text = _IPV6.sub("[IP]", text)
@@ -192,9 +265,9 @@ def _walk(value: Any, ips: bool, kw: Keywords, keep: frozenset[str] = frozenset(
                 for item, text in zip(run, redact_lines([x["text"] for x in run], ips, kw), strict=True):
                     item["text"] = text
             return out
-        return [_walk(v, ips, kw, keep) for v in value]
+        return _flag_values([_walk(v, ips, kw, keep) for v in value], value)
     if isinstance(value, tuple):
-        return tuple(_walk(v, ips, kw, keep) for v in value)
+        return tuple(_flag_values([_walk(v, ips, kw, keep) for v in value], value))
     if isinstance(value, dict):
         return {k: (v if k in keep else MASK if isinstance(k, str) and secret_setting(k, v) else _walk(v, ips, kw, keep))
                 for k, v in value.items()}
@@ -209,30 +282,75 @@ def redact_data(value: Any, ips: bool = False, keep: frozenset[str] = frozenset(
     return _walk(value, ips, keywords_in(value), keep)
 
 
+_FINDING_TEXT = ("signature", "title", "explanation", "engine", "fixed_in", "affects", "open_issue",
+                 "no_upstream_fix", "references", "debug")
+_WORKAROUND_TEXT = ("title", "cost", "env", "action")
+
+
+def _blank(value: Any) -> Any:  # noqa: ANN401 - a field's value
+    return "" if isinstance(value, str) else [] if isinstance(value, list) else value
+
+
+def _drop_catalogue_text(data: dict[str, Any]) -> None:
+    """The catalogue's words out of a report's dump (_catalogue_text puts them back): the
+    explanations are most of a small report's text, and searching them for 300 keywords and
+    masking them only to restore them was most of the cost of gitleaks' rule set."""
+    for f in data.get("findings") or []:
+        for name in _FINDING_TEXT:
+            if name in f:
+                f[name] = _blank(f[name])
+        for w in f.get("workarounds") or []:
+            if w.get("source") == "catalogue":
+                for name in _WORKAROUND_TEXT:
+                    if name in w:
+                        w[name] = _blank(w[name])
+
+
 def _catalogue_text(report: Report, out: Report) -> None:
     """Put back what the catalogue wrote (ids, titles, explanations, workarounds' words and
     placeholders): only text from the log is redacted. An engine's hint and advice quoted from
     the log are log text; a note or flag value can hold a value read from the log."""
     for x, y in zip(report.findings, out.findings, strict=True):
-        for name in ("signature", "title", "explanation", "engine", "fixed_in", "affects", "open_issue",
-                     "no_upstream_fix", "references", "debug"):
+        for name in _FINDING_TEXT:
             setattr(y, name, getattr(x, name))
         for w, v in zip(x.workarounds, y.workarounds, strict=True):
             v.id = w.id
             if w.source == "catalogue":
-                v.title, v.cost, v.env, v.action = w.title, w.cost, list(w.env), w.action
+                v.title, v.cost, v.env, v.action = w.title, w.cost, list(w.env), w.action  # _WORKAROUND_TEXT
 
 
-def redact_argv(argv: list[str], ips: bool = False) -> list[str]:
+def _after_secret_flag(prev: Any, arg: Any) -> bool:  # noqa: ANN401 - items of any list
+    """`arg` is the value of the flag `prev` named like a secret (`--api-key`, then `KEY`)."""
+    return (isinstance(prev, str) and isinstance(arg, str) and prev.startswith("-") and "=" not in prev
+            and not arg.startswith("-") and bool(SECRET_SETTING.search(prev.lstrip("-").replace("-", "_"))))
+
+
+def _flag_values(out: list[Any], items: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """A list printed from an argv (`argv=['python', ..., '--api-key', 'KEY']`, parsed into a
+    list): the value after a flag named like a secret is masked whatever it looks like."""
+    for i in range(1, len(items)):
+        if _after_secret_flag(items[i - 1], items[i]):
+            out[i] = MASK
+    return out
+
+
+def redact_argv(argv: list[str], ips: bool = False, keywords: Keywords = _KEYWORDS) -> list[str]:
     """An argv with secrets masked. A flag and its value are separate items, so the value after a
     flag named like a secret (`--api-key KEY`) is masked whatever it looks like."""
-    out = []
-    for i, arg in enumerate(argv):
-        prev = argv[i - 1] if i else ""
-        named_secret = (prev.startswith("-") and "=" not in prev and not arg.startswith("-")
-                        and SECRET_SETTING.search(prev.lstrip("-").replace("-", "_")))
-        out.append(MASK if named_secret else redact_text(arg, ips))
-    return out
+    return _flag_values([redact_text(arg, ips, keywords) for arg in argv], argv)
+
+
+def redact_command(command: str, ips: bool = False, keywords: Keywords = _KEYWORDS) -> str:
+    """A shell command line, masked word by word as the shell passes them (`--api-key "ab'cd"`,
+    printed back by shlex as `--api-key 'ab'"'"'cd'`, is one value: a pattern over the printed
+    line saw `'ab'` and left the rest), then quoted again; a line the shell cannot split is
+    masked as text."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return redact_text(command, ips, keywords)
+    masked = redact_argv(words, ips, keywords)
+    return redact_text(command if masked == words else shlex.join(masked), ips, keywords)
 
 
 def redact_env(env: dict[str, str], ips: bool = False) -> dict[str, str]:
@@ -242,11 +360,17 @@ def redact_env(env: dict[str, str], ips: bool = False) -> dict[str, str]:
 def redact_report(report: Report, ips: bool = False) -> Report:
     """A copy of `report` with secrets (and, with `ips`, IP addresses) masked everywhere."""
     data = report.model_dump()
-    out = rebuilt_like(report, _walk(data, ips, keywords_in(data)))
+    _drop_catalogue_text(data)  # put back as it is after the walk: neither searched nor masked
+    kw = keywords_in(data)  # every string below is in `data`
+    out = rebuilt_like(report, _walk(data, ips, kw))
     _catalogue_text(report, out)
     # a flag and its value are separate items (`--api-key`, `KEY`): masked as a pair
-    out.environment.launch_args = redact_argv(report.environment.launch_args, ips)
-    out.diagnostics = [redact_text(d, ips) for d in report.diagnostics]
+    out.environment.launch_args = redact_argv(report.environment.launch_args, ips, kw)
+    if report.environment.launch_command:
+        out.environment.launch_command = redact_command(report.environment.launch_command, ips, kw)
+    if report.patched_command:
+        out.patched_command = redact_command(report.patched_command, ips, kw)
+    out.diagnostics = [redact_text(d, ips, kw) for d in report.diagnostics]
     return out
 
 

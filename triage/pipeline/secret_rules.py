@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from triage.pipeline.gitleaks_rules import RULES as _GITLEAKS
+
 
 @dataclass(frozen=True)
 class Wrap:
@@ -30,7 +32,9 @@ class Wrap:
     lengths: tuple[int, ...]  # possible body lengths after the prefix
 
 
-@dataclass(frozen=True)
+# eq=False: a rule is hashed by identity, for redact.py's caches keyed by rule (a field-wise hash
+# walked gitleaks' generic rule's 1,400 stop words at every look-up)
+@dataclass(frozen=True, eq=False)
 class SecretRule:
     """One kind of secret: the keywords that gate it and the pattern that finds it."""
 
@@ -43,24 +47,33 @@ class SecretRule:
     near_miss: str  # looks alike, must come out unchanged
     wrap: Wrap | None = None
     entropy: float = 0.0  # minimum Shannon entropy (bits/char) of the masked part, as gitleaks' `entropy`
+    # gitleaks' own rules (gitleaks_rules.py): the group masked (gitleaks' secretGroup; 0: the first
+    # group that matched, or the whole match when there is none); None: a triage rule (`keep` kept)
+    group: int | None = None
+    # gitleaks' allowlists of the rule: (target: secret | match | line, regexes, stopwords)
+    allow: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
 
 
 # A name that says its value is a secret, whatever the value looks like. It must end in one of
 # these words: `tokenizer_path` and `max_prefill_tokens` are not secrets.
 SECRET_WORD = (r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key(?:[_-]?id)?|auth[_-]?key"
-               r"|token|passw(?:or)?d|secret|credentials?|client[_-]?secret|wandb[_-]?key|ngc[_-]?key"
-               r"|openai[_-]?key)")
+               r"|token|passw(?:or)?d|passphrase|secret|credentials?|client[_-]?secret|wandb[_-]?key|ngc[_-]?key"
+               r"|openai[_-]?key|(?<=[_-])(?:pass|pwd))")
 # a value that is clearly not a secret: unset, a switch, a number, a tokenizer's special token
-NOT_SECRET_VALUE = (r"(?!(?:None|none|null|NULL|nil|True|true|False|false|\d+(?:\.\d+)?|\*+)(?![\w.-]))"
+# (`1234567890:AAH...`, a Telegram bot token, starts like a number: not one when a `:` follows)
+NOT_SECRET_VALUE = (r"(?!(?:None|none|null|NULL|nil|True|true|False|false|\d+(?:\.\d+)?|\*+)(?![\w.:-]))"
                     r"(?!<\|?/?[\w. -]{0,40}\|?>|\[[A-Z]{1,10}\])")
 # Before a quote: up to three backslashes, for a log line that carries JSON in a string
 # (`\"private_key_id\": \"...\"`) or a repr of one. ESC_QUOTE: an optional quote so escaped.
 ESC = r"\\{0,3}"
 ESC_QUOTE = rf"(?:{ESC}['\"])?"
 # a variable in the environment's style: `HF_TOKEN`, `PGPASSWORD`, `AZURE_OPENAI_KEY`, `CLIENT_SECRET_ID`
-ENV_NAME = (r"(?:[A-Z0-9]{1,40}_){0,8}(?:[A-Z0-9]{0,40}(?:PASSWORD|PASSWD|SECRET)[A-Z0-9_]{0,40}"
-            r"|TOKEN|KEY|KEY_ID|CREDENTIALS?|[A-Z0-9]{0,40}API_?KEY)")
+# (`DB_PASS`, `MYSQL_PWD`, `SSH_PASSPHRASE` too; `PWD=/root` alone is the shell's directory)
+ENV_NAME = (r"(?:(?:[A-Z0-9]{1,40}_){0,8}(?:[A-Z0-9]{0,40}(?:PASSWORD|PASSWD|PASSPHRASE|SECRET)[A-Z0-9_]{0,40}"
+            r"|TOKEN|KEY|KEY_ID|CREDENTIALS?|[A-Z0-9]{0,40}API_?KEY)|(?:[A-Z0-9]{1,40}_){1,8}(?:PASS|PWD))")
 _TOKEN_CHARS = "[A-Za-z0-9]"
+# the keywords of the rules that go by a setting's name
+GENERIC = ("key", "token", "pass", "pwd", "secret", "credential")
 # a value ends before the punctuation of the sentence around it: `SECRET_FILE=/run/pw: no such
 # file` keeps its colon (`SECRET_FILE=[REDACTED]: ...`), which the mask used to swallow
 KEEP_PUNCT = r"(?<![:;,.])"
@@ -192,6 +205,66 @@ RULES: list[SecretRule] = [
         r"(?i)(?P<keep>\b(?:AccountKey|SharedAccessKey)\s*=\s*)[A-Za-z0-9+/=]{16,}",
         "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={s};EndpointSuffix=core.windows.net",
         _fill(86) + "==", "AccountKey=;AccountName=acme"),
+    # -- the kinds gitleaks' default set has no rule for (issue 35: they reached every output) ---
+    SecretRule(
+        "google-oauth-token", "", ("ya29.",),
+        r"\bya29\.[A-Za-z0-9_-]{20,}",
+        "google.auth refreshed credentials: token={s}", "ya29.a0" + _fill(60), "ya29.short"),
+    SecretRule(
+        "google-oauth-client-secret", "", ("gocspx-",),
+        r"\bGOCSPX-[A-Za-z0-9_-]{20,}",
+        "oauth client_secret {s}", "GOCSPX-" + _fill(28), "GOCSPX-short",
+        Wrap(r"\bGOCSPX-", "[A-Za-z0-9_-]", (28,))),
+    SecretRule(
+        "stripe-webhook-secret", "", ("whsec_",),
+        r"\bwhsec_[A-Za-z0-9+/=]{20,}",
+        "stripe webhook signing with {s}", "whsec_" + _fill(32), "whsec_unset"),
+    SecretRule(
+        "dockerhub-token", "", ("dckr_",),
+        r"\bdckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}",
+        "docker login -u acme -p {s}", "dckr_pat_" + _fill(27), "dckr_pat_short"),
+    SecretRule(
+        "xai-key", "", ("xai-",),
+        r"\bxai-[A-Za-z0-9]{32,}",
+        "XAI client with {s}", "xai-" + _fill(80), "xai-grok-2 model loaded"),
+    SecretRule(
+        "langsmith-key", "", ("lsv2_",),
+        r"\blsv2_(?:pt|sk)_[A-Za-z0-9_]{20,}",
+        "LangSmith tracing with {s}", "lsv2_pt_" + _hex(32) + "_" + _hex(10), "lsv2_pt_short"),
+    SecretRule(
+        "discord-webhook", "", ("discord",),
+        r"(?P<keep>\b(?:discord(?:app)?\.com)/api/webhooks/\d{5,30}/)[A-Za-z0-9_-]{20,}",
+        "alerting to https://{s}", "discord.com/api/webhooks/123456789012345678/" + _fill(68),
+        "see https://discord.com/api/webhooks/ for setup"),
+    # gitleaks has these four with exact lengths; a near-shaped one is masked too (lengths are minimums)
+    SecretRule(
+        "azure-ad-client-secret", "azure-ad-client-secret", ("q~",),
+        r"(?<![\w~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{28,}",
+        "AZURE_CLIENT_SECRET is {s}", "aB3" + "8Q~" + _fill(34), "Q~ marks the spot: abc8Q~short"),
+    SecretRule(
+        "sendgrid-key", "sendgrid-api-token", ("sg.",),
+        r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
+        "mailer with {s}", "SG." + _fill(22) + "." + _fill(43), "SG.short.x in config"),
+    SecretRule(
+        "npm-token", "npm-access-token", ("npm_",),
+        r"\bnpm_[A-Za-z0-9]{30,}",
+        "//registry.npmjs.org/:_authToken={s}", "npm_" + _fill(36), "npm_config_cache=/tmp"),
+    SecretRule(
+        "telegram-bot-token", "telegram-bot-api-token", (":aa",),
+        r"(?:(?<=/bot)|(?<![\w:]))\d{5,16}:AA[A-Za-z0-9_-]{30,}",  # also in the API's URL: .../bot<token>/
+        "bot https://api.telegram.org/bot{s}/sendMessage", "1234567890:AA" + _fill(33), "12:AA at 10:AAM"),
+    # curl's `-u user:password` (gitleaks' curl-auth-user masks the user too; this keeps it)
+    SecretRule(
+        "curl-user", "curl-auth-user", ("curl",),
+        r"(?P<keep>\bcurl\b[^\n]{0,1024}?\s(?:-u|--user)(?:=|[ \t]{1,5})['\"]?[^\s:'\"]{1,128}:)(?!\$\{?\w)[^\s'\"]{1,256}",
+        "+ curl -sf -u admin:{s} https://registry.internal/v2/", "hunter2-curl", "curl -u admin https://x"),
+    # a JSON field named just `key` (kaggle.json's `{"username": "...", "key": "..."}`), when its
+    # value is shaped like a credential: `"key": "default"` stays
+    SecretRule(
+        "key-field", "", ("key",),
+        rf"(?P<keep>(?<![\w.-]){ESC}(?P<q>['\"])key{ESC}(?P=q)\s*:\s*{ESC}(?P=q))"
+        r"(?=[A-Za-z0-9_+/-]{0,200}\d)(?=[A-Za-z0-9_+/-]{0,200}[A-Za-z])[A-Za-z0-9_+/-]{16,200}={0,2}(?![\w=])",
+        '{{"username": "acme", "key": "{s}"}}', _hex(32), '{"key": "layer_norm_weight"}', entropy=3.0),
     # -- credentials in URLs and headers ----------------------------------------------------
     SecretRule(
         "url-password", "", ("://",),
@@ -222,11 +295,21 @@ RULES: list[SecretRule] = [
         r"|secret|credential|x-amz-signature|x-amz-credential|x-amz-security-token)=)[^&\s'\"#<>]+",
         "GET https://blob.example.net/c/m.bin?sv=2022&sig={s}", "SASsig0123abcdef", "GET /v1/models?limit=10"),
     # -- secrets recognised by the name they are given ----------------------------------------
+    # the value is a whole shell word: `--api-key "ab'cd"` is printed back as `--api-key 'ab'"'"'cd'`
     SecretRule(
-        "secret-flag", "", ("api-key", "api_key", "token", "password", "secret"),
-        r"(?P<keep>--(?:[A-Za-z0-9_]+-){0,8}(?:api-key|api_key|hf-token|hf_token|token|password|secret|secret-key)(?:=|\s+))"
-        r"(?!--|<[\w. -]{1,40}>)(?:'[^']*'|\"[^\"]*\"|[^\s'\",)]+" + KEEP_PUNCT + ")",
+        "secret-flag", "", ("api-key", "api_key", "token", "password", "passphrase", "secret"),
+        r"(?P<keep>--(?:[A-Za-z0-9_]+-){0,8}(?:api-key|api_key|hf-token|hf_token|token|password|passphrase|secret"
+        r"|secret-key)(?:=|\s+))"
+        r"(?!--|<[\w. -]{1,40}>)(?:'[^'\n]*'|\"(?:[^\"\\\n]|\\.){0,4096}\"|\\.|[^\s'\",)\\]){1,256}" + KEEP_PUNCT,
         "python -m sglang.launch_server --api-key {s} --tp 8", "flagKey-7f3a9b2c", "--skip-tokenizer-init --tp 8"),
+    # the same flag in an argv printed as a Python list: `['--api-key', 'KEY', ...]`
+    SecretRule(
+        "secret-flag-listed", "", ("api-key", "api_key", "token", "password", "passphrase", "secret"),
+        r"(?P<keep>(?P<q>['\"])--(?:[A-Za-z0-9_]+-){0,8}(?:api-key|api_key|hf-token|hf_token|token|password"
+        r"|passphrase|secret|secret-key)(?P=q),\s*(?P<v>['\"]))(?!--|<[\w. -]{1,40}>)(?:(?!(?P=v))[^\\\n]|\\.){1,1024}?"
+        r"(?=(?P=v))",
+        "argv=['python', '-m', 'sglang.launch_server', '--api-key', '{s}', '--tp', '8']", "listKey-9a8b7c6d",
+        "argv=['--skip-tokenizer-init', '--tp', '8']"),
     SecretRule(
         "wandb-login", "", ("wandb",),
         r"(?P<keep>\bwandb\.login\([^)\n]{0,80}?\bkey\s*=\s*['\"]?)[^'\"\s),]{1,256}",
@@ -236,25 +319,25 @@ RULES: list[SecretRule] = [
         r"(?P<keep>\bwandb\s+login\s+(?:--?[\w-]+\s+){0,4})(?!-)[A-Za-z0-9_-]{20,}",
         "running: wandb login --relogin {s}", _hex(40), "wandb login succeeded for user acme"),
     SecretRule(
-        "secret-setting-quoted", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
+        "secret-setting-quoted", "generic-api-key", GENERIC,
         rf"(?i)(?P<keep>(?:\b|(?<=_)){SECRET_WORD}{ESC_QUOTE}\s*[=:]\s*\[?\s*{ESC}(?P<q>['\"]))(?!{ESC}(?P=q))"
         rf"(?!(?:None|null|True|False){ESC}(?P=q))(?!<\|?/?[\w.-]{{0,40}}\|?>(?P=q)|\[[A-Z]{{1,10}}\](?P=q))"
         rf"[^'\"\n]{{1,1024}}?(?={ESC}(?P=q))",
         "server_args=ServerArgs(model_path='m', api_key='{s}', tp_size=8)", "reprKey8c1d2e3f",
         "ServerArgs(tokenizer_path='org/model', eos_token='</s>', hf_token=None)"),
     SecretRule(
-        "secret-setting", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
+        "secret-setting", "generic-api-key", GENERIC,
         rf"(?i)(?P<keep>(?:(?<![\w.-])|(?<=_)){SECRET_WORD}\s*=\s*){NOT_SECRET_VALUE}[^\s'\",)\]}}]{{4,}}{KEEP_PUNCT}",
         "Namespace(model='m', ssl_keyfile_password={s}, port=8000)", "pw-s3cr3t-777",
         "max_prefill_tokens=16384 password=None token=8192"),
     SecretRule(
-        "secret-name-value", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
+        "secret-name-value", "generic-api-key", GENERIC,
         # not a path's last component (`~/.aws/credentials: missing` names a file, not a value)
         rf"(?i)(?P<keep>(?:(?<![\w./-])|(?<=[_-]))(?:api[ _-]?key|{SECRET_WORD}){ESC_QUOTE}[ \t]*:[ \t]*{ESC_QUOTE})"
         rf"{NOT_SECRET_VALUE}[^\s'\",}}]{{4,}}{KEEP_PUNCT}",
         "config loaded: password: {s}", "Tr0ub4dor&3x", "#new-token: 8192, token usage: 0.50, #cached-token: 0"),
     SecretRule(
-        "secret-env-variable", "generic-api-key", ("key", "token", "passw", "secret", "credential"),
+        "secret-env-variable", "generic-api-key", GENERIC,
         rf"(?P<keep>(?<![\w.-]){ENV_NAME}=){NOT_SECRET_VALUE}(?:'[^']*'|\"[^\"]*\"|\S+{KEEP_PUNCT})",
         "+ export PGPASSWORD={s}", "hunter2-db", "TOKENIZERS_PARALLELISM=false SGLANG_MAX_TOKENS=4096 KEY_COUNT=3"),
     # a setting named `*_key` is masked when its value is shaped like a credential (the name
@@ -266,6 +349,25 @@ RULES: list[SecretRule] = [
         "settings: wandb_key: {s}", _hex(40), "cache_key=layer_0_attn_k_cache rope_key=default",
         entropy=3.5),
 ]
+
+
+
+def _template(example: str, secret: str) -> str:
+    """A generated example as a `{s}` template (`str.format`'s braces escaped)."""
+    def esc(t: str) -> str:
+        return t.replace("{", "{{").replace("}", "}}")
+    return esc(example).replace(esc(secret), "{s}", 1)
+
+
+# gitleaks' default rule set, whole (triage/pipeline/gitleaks_rules.py, generated by
+# scripts/import_gitleaks.py), applied after triage's own: what they have masked already is
+# skipped. Ids are prefixed, some are the same as triage's (`jwt`, `private-key`).
+GITLEAKS: list[SecretRule] = [
+    SecretRule(f"gitleaks:{gid}", gid, keywords, regex, _template(example, secret), secret, miss,
+               entropy=ent, group=group, allow=allow)
+    for gid, keywords, regex, group, ent, allow, example, secret, miss in _GITLEAKS
+]
+RULES += GITLEAKS
 
 # IP addresses: only with --redact-ips
 IPV4 = r"\b(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b"

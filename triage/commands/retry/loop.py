@@ -105,11 +105,12 @@ def _retry(command: list[str], log_path: str | None, opts: WatchOptions, retries
 
 
 def _announce(rec: AttemptRecord, out: AttemptPrinter) -> None:
-    note(f"attempt {rec.number}: {rec.command}")
+    # the command from the masked argv: masking the printed line missed a value holding a quote
+    launch = _redacted_launch(rec.launch, out.out)
+    note(f"attempt {rec.number}: {launch.shell()}")
     note(f"attempt {rec.number}: logging to {rec.log}")
     out.attempt = rec.number
     if out.json:
-        launch = _redacted_launch(rec.launch, out.out)
         out.event({"event": "attempt", "command": launch.shell(), "argv": launch.argv, "env": launch.env,
                    "log": rec.log})
 
@@ -174,14 +175,16 @@ def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int
     chosen = {d.change.workaround for d in decisions if d.change is not None}
     # the simulation passes over each chosen workaround again as "tried": not worth listing
     skipped = {s.workaround: s for d in decisions for s in d.skipped if s.workaround not in chosen}
-    plan = RetryPlan(log=log, command=base.shell(), command_from_log=not command, retries=retries,
-                     not_applied=list(skipped.values()))
+    out = Output(redact=opts.redact, ips=opts.redact_ips)
+    # commands from masked argvs (a value holding a quote is one word there, not in the printed line)
+    plan = RetryPlan(log=log, command=_redacted_launch(base, out).shell(), command_from_log=not command,
+                     retries=retries, not_applied=list(skipped.values()))
     top = decisions[0].finding if decisions else None
     if top is not None:
         plan.finding = f"{top.signature}: {top.title}"
     for i, d in enumerate(decisions):
         if d.change is not None and d.launch is not None:
-            plan.steps.append(PlanStep(attempt=i + 2, change=d.change, command=d.launch.shell()))
+            plan.steps.append(PlanStep(attempt=i + 2, change=d.change, command=_redacted_launch(d.launch, out).shell()))
     last = decisions[-1] if decisions else None
     if not plan.steps:
         plan.then = f"no relaunch: {last.reason if last is not None else 'no failure in the log'}"
@@ -191,7 +194,6 @@ def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int
         plan.then = f"if the failure comes back in attempt {len(plan.steps) + 1}, stop: no relaunch left (--retry {retries})"
     from triage.commands.retry import render as retry_out
 
-    out = Output(redact=opts.redact, ips=opts.redact_ips)
     plan = RetryPlan.model_validate(out.data(plan.model_dump()))
     from triage.commands.output import write_output
 
