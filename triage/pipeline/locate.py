@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
 
 from triage.catalogue.atlas import (
     HOLE,
@@ -206,10 +205,3 @@ def _sites(hits: list[tuple[Template, bool]], f: Failure, env: Environment, atla
     if any(r.in_version for _, r in out):
         out = [x for x in out if x[1].in_version]  # the log's release picks the site
     return [r for _, r in out[:MAX_SITES]]
-
-
-def running_values(r: RaisedAt, env: Environment) -> dict[str, Any]:
-    """The running value of each config field a site's guard or message reads, where the log
-    printed it."""
-    return {k: env.settings[k] for k in r.fields if k in env.settings}
-
