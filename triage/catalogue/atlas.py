@@ -58,6 +58,11 @@ def literal(template: str) -> str:
     return _HOLES.sub("", template)
 
 
+def filled(template: str, value: str = "{}") -> str:
+    """The template with every hole replaced by `value` ("{}" to show it to people)."""
+    return _HOLES.sub(lambda _: value, template)
+
+
 def first_line(template: str) -> str:
     return template.split("\n", 1)[0].rstrip()
 
@@ -138,6 +143,11 @@ class Site:
     runs: tuple[tuple[int, int, int], ...]  # (first release index, last release index, line)
 
 
+    def releases(self) -> list[int]:
+        """The release indices this site raises its message in."""
+        return [i for a, b, _ in self.runs for i in range(a, b + 1)]
+
+
 @dataclass(frozen=True)
 class Template:
     package: str
@@ -167,6 +177,7 @@ class Atlas:
     keys: frozenset[str]
     _shards: dict[int, dict[str, list]] = field(default_factory=dict)
     _made: dict[str, list[Template]] = field(default_factory=dict)
+    _by_package: dict[str, list[tuple[list, str]]] | None = None
 
     @classmethod
     def open(cls, path: Path = DATA) -> Atlas:
@@ -203,6 +214,17 @@ class Atlas:
         """Templates filed under a word of `text`, each once."""
         for w in sorted(words(text) & self.keys):
             yield from self.filed_under(w)  # a template is filed under one word only
+
+    def stored_by_package(self, package: str) -> list[tuple[list, str]]:
+        """Every template of a package as stored, with its lower-cased text, for a scan of the
+        whole atlas (`catalogue check`): read once, a Template made only for those picked."""
+        if self._by_package is None:
+            self._by_package = {}
+            for no in range(len(self.header["shards"])):
+                for raws in self.shard(no).values():
+                    for raw in raws:
+                        self._by_package.setdefault(raw[0], []).append((raw, raw[2].lower()))
+        return self._by_package.get(package, [])
 
     def templates(self) -> Iterator[Template]:
         """Every template (for `catalogue check`; reads the whole file)."""

@@ -19,6 +19,7 @@ from triage.catalogue.atlas import (
     Atlas,
     PackageInfo,
     Template,
+    filled,
     first_line,
     literal,
     segments,
@@ -186,9 +187,9 @@ def _sites(hits: list[tuple[Template, bool]], f: Failure, env: Environment, atla
     for t, partial in hits:
         pkg = atlas.packages[t.package]
         vi = _release_index(pkg, env.version) if pkg.name == env.engine else None
-        everywhere = span_text(pkg.versions, [i for s in t.sites for a, b, _ in s.runs for i in range(a, b + 1)])
+        everywhere = span_text(pkg.versions, [i for s in t.sites for i in s.releases()])
         for s in t.sites:
-            idx = [i for a, b, _ in s.runs for i in range(a, b + 1)]
+            idx = s.releases()
             run = next(((a, b, ln) for a, b, ln in s.runs if vi is not None and a <= vi <= b), None)
             in_version = None if vi is None else run is not None
             a, b, ln = run or s.runs[-1]
@@ -197,8 +198,7 @@ def _sites(hits: list[tuple[Template, bool]], f: Failure, env: Environment, atla
             on_stack = next((k for k, fr in enumerate(frames) if fr.endswith("/" + s.file)), len(frames))
             out.append(((in_version is False, on_stack, -rel_i), RaisedAt(
                 package=pkg.name, file=s.file, function=s.function, line=ln, release=release,
-                versions=span_text(pkg.versions, idx), message_versions=everywhere, exception=t.exception, template=t.text.replace(HOLE + "s", "{}")
-                .replace(HOLE + "d", "{}").replace(HOLE + "f", "{}"),
+                versions=span_text(pkg.versions, idx), message_versions=everywhere, exception=t.exception, template=filled(t.text),
                 condition=s.condition or None, fields=list(s.names), flags=list(s.flags),
                 link=pkg.link(release, s.file, ln), in_version=in_version, partial=partial)))
     out.sort(key=lambda x: x[0])

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import regex
 
-from triage.catalogue.atlas import HOLE, Atlas, Template, literal, make_template, span_text
+from triage.catalogue.atlas import Atlas, Template, filled, literal, make_template, span_text
 from triage.catalogue.load import Catalogue, Signature
 
 ENGINES = ("sglang", "vllm", "lmdeploy")
@@ -35,9 +35,7 @@ def _renderings(t: Template) -> list[str]:
     (`ValueError: ...`: many patterns name the class)."""
     out = []
     for fill in _FILLS:
-        s = t.text
-        for code in "sdf":
-            s = s.replace(HOLE + code, fill)
+        s = filled(t.text, fill)
         out.append(s)
         if t.exception[:1].isupper():
             out.append(f"{t.exception}: {s}")
@@ -63,28 +61,11 @@ def _plain(pattern: str) -> str:
 
 
 def _versions(atlas: Atlas, matching: list[Template]) -> set[int]:
-    return {i for t in matching for s in t.sites for a, b, _ in s.runs for i in range(a, b + 1)}
+    return {i for t in matching for s in t.sites for i in s.releases()}
 
 
 def _span(versions: list[str], idx: set[int]) -> str:
     return span_text(versions, idx) if idx else "none"
-
-
-_BY_ENGINE: dict[tuple[int, str], list[tuple[list, str]]] = {}
-
-
-def _engine_templates(atlas: Atlas, engine: str) -> list[tuple[list, str]]:
-    """Every template of an engine, as stored, with its lower-cased text; read once per atlas
-    (a Template is made only for the few a signature's keywords select)."""
-    key = (id(atlas), engine)
-    if key not in _BY_ENGINE:
-        _BY_ENGINE.clear()  # one atlas at a time: an id can be reused by a later one
-        for no in range(len(atlas.header["shards"])):
-            for raws in atlas.shard(no).values():
-                for raw in raws:
-                    _BY_ENGINE.setdefault((id(atlas), raw[0]), []).append((raw, raw[2].lower()))
-        _BY_ENGINE.setdefault(key, [])
-    return _BY_ENGINE[key]
 
 
 def _similarity(target: str, t: Template) -> float:
@@ -104,7 +85,7 @@ def check_signature(atlas: Atlas, sig: Signature) -> list[str]:
     # the engine's templates that hold one of the signature's keywords (which every match of its
     # patterns holds, so a template without them cannot be what it is about)
     keys = [k.lower() for k in spec.keywords]
-    cands = [make_template(raw) for raw, low in _engine_templates(atlas, spec.engine) if any(k in low for k in keys)]
+    cands = [make_template(raw) for raw, low in atlas.stored_by_package(spec.engine) if any(k in low for k in keys)]
     if not cands:
         return []  # nothing of the engine's own source says these words: a torch/CUDA/C++ message
     matching = [t for t in cands if _matches(sig, t)]
@@ -115,7 +96,7 @@ def check_signature(atlas: Atlas, sig: Signature) -> list[str]:
         if ratio < 0.55:
             return []
         s = nearest.sites[-1]
-        shown = nearest.text.replace(HOLE + "s", "{}").replace(HOLE + "d", "{}").replace(HOLE + "f", "{}")
+        shown = filled(nearest.text)
         return [f"no pattern matches a message {spec.engine} raises in any release "
                 f"({pkg.versions[0]}-{pkg.versions[-1]}); nearest: {shown.splitlines()[0][:160]!r} "
                 f"({s.file}, {_span(pkg.versions, _versions(atlas, [nearest]))})"]
