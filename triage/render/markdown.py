@@ -434,9 +434,11 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
     if f.raised_at:
         site = f.raised_at[0]
         name = _PACKAGE_NAMES.get(site.package, site.package)
+        guard = ""
+        if site.condition:
+            guard = (", an assertion on " if site.exception == "AssertionError" else " when ") + _code_inline(site.condition)
         located = (f" The message is {name}'s own: raised in {_code_inline(site.file)} "
-                   f"({_code_inline(site.function)}){' when ' + _code_inline(site.condition) if site.condition and site.exception != 'AssertionError' else ''}"
-                   f"{', an assertion on ' + _code_inline(site.condition) if site.condition and site.exception == 'AssertionError' else ''}.")
+                   f"({_code_inline(site.function)}){guard}.")
     out.append(f"**Verdict:** unknown failure: {_code_inline(f.exception)}{msg}, {where(f)}{phase}. "
                f"No specific catalogue signature matches{generic}; the frames, the fingerprint and a "
                f"catalogue skeleton command are below.{located}")
