@@ -16,17 +16,20 @@ def _finding(**kw: str) -> Finding:
 
 
 @pytest.mark.parametrize(("fields", "expected"), [
-    ({"fixed_in": "0.6.2"}, "**Proper fix:** upgrade to 0.6.2 or later."),
+    ({"fixed_in": "0.6.2"}, "**Proper fix:** upgrade to vLLM 0.6.2 or later."),
+    # the release and the pull request that put the fix in it
+    ({"fixed_in": "0.6.5", "fix_pr": "https://github.com/vllm-project/vllm/pull/11074"},
+     "**Proper fix:** upgrade to vLLM 0.6.5 or later (PR #11074 <https://github.com/vllm-project/vllm/pull/11074>)."),
     ({"fixed_in": "0.6.2", "affects": ">=0.5,<0.6.2"},
-     "**Proper fix:** upgrade to 0.6.2 or later (affected: `>=0.5,<0.6.2`)."),
+     "**Proper fix:** upgrade to vLLM 0.6.2 or later (affected: `>=0.5,<0.6.2`)."),
     ({"fixed_in": "https://github.com/vllm-project/vllm/pull/1"},
      "**Proper fix:** upgrade to a release with <https://github.com/vllm-project/vllm/pull/1>."),
     ({"open_issue": "https://github.com/vllm-project/vllm/issues/2"},
      "**Proper fix:** not fixed upstream yet (<https://github.com/vllm-project/vllm/issues/2>); "
      "the workaround is what there is."),
     # a range with an upper bound names the first release without the bug
-    ({"affects": "<0.11"}, "**Proper fix:** upgrade to 0.11 or later (affected: `<0.11`)."),
-    ({"affects": ">=0.5.5,<0.11"}, "**Proper fix:** upgrade to 0.11 or later (affected: `>=0.5.5,<0.11`)."),
+    ({"affects": "<0.11"}, "**Proper fix:** upgrade to vLLM 0.11 or later (affected: `<0.11`)."),
+    ({"affects": ">=0.5.5,<0.11"}, "**Proper fix:** upgrade to vLLM 0.11 or later (affected: `>=0.5.5,<0.11`)."),
     # a lower bound alone: the catalogue knows of no fixing release, and says so
     ({"affects": ">=0.5.3"}, "**Proper fix:** no release that fixes it is recorded yet (affected: `>=0.5.3`); "
      "the workaround is what there is."),

@@ -173,6 +173,8 @@ class SignatureSpec(Strict):
     when: dict[str, str | int | float | bool | list[str | int | float | bool]] = Field(default_factory=dict)
     affects: str | None = None
     fixed_in: str | None = None
+    # the merged pull request that fixed it (fixed_in is then the first release that holds it)
+    fix_pr: str | None = None
     # where upstream has not fixed it: the open thread that tracks it
     open_issue: str | None = None
     # a failure no upstream release will fix (a configuration, hardware or environment fault):
@@ -202,11 +204,11 @@ class SignatureSpec(Strict):
     def _fixed_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, (int, float)) else v
 
-    @field_validator("open_issue")
+    @field_validator("open_issue", "fix_pr")
     @classmethod
-    def _open_issue(cls, v: str | None) -> str | None:
+    def _https(cls, v: str | None, info: Any) -> str | None:
         if v is not None and not v.startswith("https://"):
-            raise ValueError(f"open_issue {v!r} is not an https URL")
+            raise ValueError(f"{info.field_name} {v!r} is not an https URL")
         return v
 
     @field_validator("references")

@@ -346,7 +346,7 @@ def skeleton(report: Report, failure_index: int, log_text_excerpt: str | None = 
         "  situation, the usual causes (most likely first), how to tell them apart, and what fixes it.",
         "# workaround ids from workarounds/ (`triage signatures`, `triage show ID`), best first",
         "workarounds: [TODO-workaround-id]",
-        "# the proper fix: fixed_in (release or merged PR URL) / affects (versions), open_issue (the",
+        "# the proper fix: fixed_in (first fixed release) + fix_pr (merged PR URL) / affects, open_issue (the",
         "# upstream thread, not fixed yet) or no_upstream_fix (why no release will fix it); keep one",
         "open_issue: https://github.com/TODO/upstream-issue",
         "references:  # real upstream issues or PRs this failure was checked against",

@@ -174,6 +174,7 @@ class Finding(Record):
     evidence: list[Evidence] = field(default_factory=list)
     failure: int | None = None  # index into Report.failures
     fixed_in: str | None = None
+    fix_pr: str | None = None  # the merged pull request behind fixed_in
     affects: str | None = None
     open_issue: str | None = None  # not fixed upstream yet: the thread that tracks it
     no_upstream_fix: str | None = None  # no upstream fix is coming: why (configuration, hardware ...)

@@ -229,7 +229,7 @@ def _finding(sig: Signature, lines: list[LogLine], ctx: MatchContext) -> Finding
     return Finding(
         signature=spec.id, title=spec.title, confidence=round(max(0.01, min(conf, 0.99)), 2),
         severity=spec.severity, engine=spec.engine, explanation=spec.explanation.strip(),
-        evidence=evidence, failure=failure_idx, fixed_in=spec.fixed_in, affects=spec.affects,
+        evidence=evidence, failure=failure_idx, fixed_in=spec.fixed_in, fix_pr=spec.fix_pr, affects=spec.affects,
         open_issue=spec.open_issue, no_upstream_fix=spec.no_upstream_fix,
         references=list(spec.references), debug=debug, why=why, unlikely=unlikely, generic=spec.generic,
         incomplete=incomplete,

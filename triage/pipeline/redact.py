@@ -282,7 +282,7 @@ def redact_data(value: Any, ips: bool = False, keep: frozenset[str] = frozenset(
     return _walk(value, ips, keywords_in(value), keep)
 
 
-_FINDING_TEXT = ("signature", "title", "explanation", "engine", "fixed_in", "affects", "open_issue",
+_FINDING_TEXT = ("signature", "title", "explanation", "engine", "fixed_in", "fix_pr", "affects", "open_issue",
                  "no_upstream_fix", "references", "debug")
 _WORKAROUND_TEXT = ("title", "cost", "env", "action")
 

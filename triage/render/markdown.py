@@ -197,19 +197,32 @@ def size(n: int) -> str:
 class StatesAFix(Protocol):
     """What a finding and a catalogue signature both say about the upstream fix."""
 
+    engine: str
     fixed_in: str | None
+    fix_pr: str | None
     affects: str | None
     open_issue: str | None
     no_upstream_fix: str | None
+
+
+def prlabel(url: str) -> str:
+    """`PR #27038` for a GitHub pull request's URL, else the URL: the number is what people
+    search the changelog for."""
+    m = re.match(r"https://github\.com/[^/\s]+/[^/\s]+/pull/(\d+)", url)
+    return f"PR #{m.group(1)} <{url}>" if m else f"<{url}>"
 
 
 def properfix(x: StatesAFix) -> str:
     """The proper fix beside the workaround: the release or PR that fixed it, the open thread
     that tracks it, why no upstream fix is coming, or what the affected range says."""
     if x.fixed_in:
-        fix = f"a release with {fixlink(x.fixed_in)}" if x.fixed_in.startswith("https://") else fixlink(x.fixed_in)
-        if fix.startswith("a release"):
-            fix = "upgrade to " + fix
+        if x.fixed_in.startswith("https://"):
+            fix = f"upgrade to a release with {fixlink(x.fixed_in)}"
+        else:
+            name = ENGINE_NAMES.get(x.engine)
+            fix = f"upgrade to {name + ' ' if name else ''}{inline(x.fixed_in)} or later"
+            if x.fix_pr:
+                fix += f" ({prlabel(x.fix_pr)})"
         return f"**Proper fix:** {fix}" + (f" (affected: {_code_inline(x.affects)})." if x.affects else ".")
     if x.open_issue:
         return f"**Proper fix:** not fixed upstream yet (<{x.open_issue}>); the workaround is what there is."
@@ -220,7 +233,9 @@ def properfix(x: StatesAFix) -> str:
         # without the bug; with none, the catalogue knows of no fixing release yet
         bound = _upper_bound(x.affects)
         if bound:
-            return f"**Proper fix:** upgrade to {inline(bound)} or later (affected: {_code_inline(x.affects)})."
+            name = ENGINE_NAMES.get(x.engine)
+            return (f"**Proper fix:** upgrade to {name + ' ' if name else ''}{inline(bound)} or later "
+                    f"(affected: {_code_inline(x.affects)}).")
         return (f"**Proper fix:** no release that fixes it is recorded yet (affected: {_code_inline(x.affects)}); "
                 "the workaround is what there is.")
     return ""
@@ -248,6 +263,8 @@ def fixlink(fixed: str) -> str:
     return f"upgrade to {inline(fixed)} or later"
 
 
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "lmdeploy": "LMDeploy", "trtllm": "TensorRT-LLM", "tgi": "TGI",
+                "triton": "Triton"}
 _PACKAGE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "lmdeploy": "LMDeploy", "flashinfer": "FlashInfer",
                   "xgrammar": "XGrammar", "transformers": "Transformers"}
 

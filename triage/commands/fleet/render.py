@@ -100,7 +100,9 @@ def _fix(r: dict[str, Any]) -> str:
 
     fix = r["fix"] or {}
     if fix.get("fixed_in"):
-        return f"upgrade: fixed in {inline(fix['fixed_in'])}"
+        pr = fix.get("fix_pr", "")
+        num = pr.rstrip("/").rsplit("/", 1)[-1] if "/pull/" in pr else ""
+        return f"upgrade: fixed in {inline(fix['fixed_in'])}" + (f" (PR #{num})" if num.isdigit() else "")
     if fix.get("open_issue"):
         return f"not fixed yet: {inline(fix['open_issue'])}"
     if fix.get("no_upstream_fix"):

@@ -191,7 +191,7 @@ def _add_advice(g: Group, finding: Finding) -> None:
         w = offered[0]
         g.offer_workaround({"id": w.id, "title": w.title, "flags": list(w.flags), "remove_flags": list(w.remove_flags),
                             "env": list(w.env), "action": w.action, "cost": w.cost})
-    fix: dict[str, Any] = {k: v for k, v in (("fixed_in", finding.fixed_in), ("affects", finding.affects),
+    fix: dict[str, Any] = {k: v for k, v in (("fixed_in", finding.fixed_in), ("fix_pr", finding.fix_pr), ("affects", finding.affects),
                              ("open_issue", finding.open_issue), ("no_upstream_fix", finding.no_upstream_fix))
            if v}
     if finding.references:
