@@ -197,7 +197,8 @@ def size(n: int) -> str:
 class StatesAFix(Protocol):
     """What a finding and a catalogue signature both say about the upstream fix."""
 
-    engine: str
+    @property
+    def engine(self) -> str: ...  # read-only: a signature's is a Literal of the engine names
     fixed_in: str | None
     fix_pr: str | None
     affects: str | None
