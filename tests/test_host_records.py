@@ -236,3 +236,20 @@ def test_host_text_is_redacted(tmp_path):
         "name=python3, GPU", "name=python3 --api-key sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD, GPU"))
     p = run_cli("analyze", str(HOST / "xid79-nccl" / "server.log"), "--with", str(k), "--format", "json")
     assert b"sk-proj-abcdefghij" not in p.stdout and p.returncode == 1
+
+
+def test_older_slurm_and_dmesg_spellings_are_read():
+    from triage.pipeline.host.kernel import read_kernel
+    from triage.pipeline.host.orchestrator import read_slurm
+
+    ev = read_slurm(["slurmstepd: *** JOB 830329 CANCELLED AT 2018-08-06T17:21:44 DUE TO TIME LIMIT on n447 ***",
+                     "slurmstepd: error: Detected 2 oom-kill event(s) in step 3756240.batch cgroup.",
+                     "srun: error: node107: task 0: Out Of Memory"])
+    assert [e.kind for e in ev] == ["slurm-timeout", "slurm-oom", "slurm-oom"]
+    assert ev[0].wall is not None and ev[0].wall.hour == 17
+    iso = "2024-04-29T14:55:41,679700+02:00 Out of memory: Killed process 1440763 (python3) total-vm:87033376kB"
+    rel = "[  +0.000316] pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0"
+    assert sniff([iso]) == sniff([rel]) == "kernel"
+    k = read_kernel([iso, rel])
+    assert (k[0].kind, k[0].pid, k[0].wall.utcoffset().total_seconds()) == ("oom-kill", 1440763, 7200)
+    assert (k[1].kind, k[1].fatal, k[1].uptime, k[1].wall) == ("pcie-aer", False, None, None)  # relative: unplaced

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
                                        "Nov", "Dec"), 1)}
 
-UPTIME = re.compile(r"\[\s*(\d+\.\d+)\]")
+UPTIME = re.compile(r"\[\s*(\d+\.\d+)\]")  # `[ +0.000316]` (dmesg --reltime) is relative: not matched
 _DMESG_T = re.compile(r"^\[(?:\w{3}) (\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) (\d{4})\]")
 _SYSLOG = re.compile(r"^(\w{3}) +(\d+) (\d\d):(\d\d):(\d\d) ")
 _ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?")

@@ -127,8 +127,11 @@ def _line_of(lines: list[str], word: str) -> int:
     return next((i for i, ln in enumerate(lines, 1) if word in ln), 1)
 
 
-_SLURM_OOM = re.compile(r"Detected \d+ oom[_-]kill events? in (?:StepId=)?\S+|task \d+: Out Of Memory")
-_SLURM_CANCEL = re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON (\S+) CANCELLED AT (\S+) DUE TO (TIME LIMIT|NODE FAILURE"
+# both spellings Slurm has used: `Detected 1 oom_kill event in StepId=42.0.` and the older
+# `Detected 2 oom-kill event(s) in step 42.batch cgroup.`; `*** JOB 42 ON node CANCELLED AT ...` and
+# the older `*** JOB 42 CANCELLED AT ... DUE TO TIME LIMIT on node ***`
+_SLURM_OOM = re.compile(r"Detected \d+ oom[_-]kill event(?:s|\(s\))? in (?:StepId=|step )?\S+|tasks? [\d,-]+: Out Of Memory")
+_SLURM_CANCEL = re.compile(r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT (\S+) DUE TO (TIME LIMIT|NODE FAILURE"
                            r"|PREEMPTION)")
 
 
@@ -140,8 +143,8 @@ def read_slurm(lines: list[str]) -> list[OrchestratorEvent]:
         if _SLURM_OOM.search(text):
             out.append(OrchestratorEvent(no, text.strip(), "slurm-oom", wall=wall_time(text)))
         elif (m := _SLURM_CANCEL.search(text)) is not None:
-            kind = {"TIME LIMIT": "slurm-timeout", "NODE FAILURE": "slurm-node-fail"}.get(m.group(3), "killed")
-            out.append(OrchestratorEvent(no, text.strip(), kind, wall=wall_time(m.group(2))))
+            kind = {"TIME LIMIT": "slurm-timeout", "NODE FAILURE": "slurm-node-fail"}.get(m.group(2), "killed")
+            out.append(OrchestratorEvent(no, text.strip(), kind, wall=wall_time(m.group(1))))
     return out
 
 

@@ -18,7 +18,7 @@ KINDS = ("kernel", "nvidia-smi-q", "nvidia-smi-csv", "nvidia-smi-table", "kubect
          "pod-json", "slurm-output", "sacct")
 
 _KERNEL = re.compile(
-    r"^(?:\[\s*\d+\.\d+\]|\[\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\]"  # dmesg, dmesg -T
+    r"^(?:\[\s*\+?\d+\.\d+\]|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d+[+-]\d\d:\d\d |\[\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\]"  # dmesg, dmesg -T
     r"|\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ kernel:"  # journalctl -k, syslog
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:?\d\d|Z)? \S+ kernel:)"  # -o short-iso, rsyslog
     r"|\bNVRM: Xid\b|\bkernel: \[\s*\d+\.\d+\]"
@@ -28,7 +28,7 @@ _SMI_TABLE = re.compile(r"^\| NVIDIA-SMI \d|^\|\s+\d+\s+.+\|\s+[0-9A-Fa-f]{8}:[0
 _SMI_CSV = re.compile(r"^\s*(?:index|pci\.bus_id|name|uuid|timestamp)\b[^\n]*,", re.I)
 _DESCRIBE = re.compile(r"^Name:\s+\S+\s*$|^Namespace:\s+\S+|^Containers:\s*$|^\s+Last State:\s+\w+|^Events:\s*")
 _EVENTS = re.compile(r"^(?:LAST SEEN|NAMESPACE\s+LAST SEEN)\s+TYPE\s+REASON\s+OBJECT\s+", re.I)
-_SLURM = re.compile(r"slurmstepd(?:-\S+)?: error:|^srun: error:|\*\*\* (?:JOB|STEP) \d[\d.]* ON \S+ CANCELLED AT ")
+_SLURM = re.compile(r"slurmstepd(?:-\S+)?: (?:error: )?|^srun: error:|\*\*\* (?:JOB|STEP) \d[\d.]* (?:ON \S+ )?CANCELLED AT ")
 _SACCT = re.compile(r"^\s*JobID\s+.*\bState\b")
 
 
