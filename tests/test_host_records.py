@@ -253,3 +253,14 @@ def test_older_slurm_and_dmesg_spellings_are_read():
     k = read_kernel([iso, rel])
     assert (k[0].kind, k[0].pid, k[0].wall.utcoffset().total_seconds()) == ("oom-kill", 1440763, 7200)
     assert (k[1].kind, k[1].fatal, k[1].uptime, k[1].wall) == ("pcie-aer", False, None, None)  # relative: unplaced
+
+
+def test_fleet_reads_each_nodes_bundle_and_counts_a_host_fault_under_its_cause(tmp_path):
+    shutil.copytree(HOST / "xid79-nccl", tmp_path / "node1")
+    shutil.copytree(HOST / "unrelated-xid", tmp_path / "node2")
+    p = run_cli("fleet", str(tmp_path), "--format", "json")
+    doc = json.loads(p.stdout)
+    rows = {r["key"]: r for r in doc["leaderboard"]}
+    assert doc["summary"]["files"] == 2  # the records are not logs of their own
+    assert rows["host: Xid 79"]["logs"] == 1 and "drain the node" in json.dumps(rows["host: Xid 79"])
+    assert rows["nccl-watchdog-collective-timeout"]["logs"] == 1  # node2's old Xids are not blamed

@@ -47,7 +47,7 @@ def read_describe(lines: list[str]) -> list[OrchestratorEvent]:
                 limit = m.group(1)
             if not text.startswith("      "):
                 limits = False
-        if re.match(r"^\s+(?:Last State|State):\s+Terminated", text):
+        if re.match(r"^\s+(?:Last State|Last Termination State|State):\s+Terminated", text):
             state = OrchestratorEvent(no, text.strip(), "terminated")
             continue
         if state is not None:
