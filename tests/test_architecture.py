@@ -49,7 +49,8 @@ STAGES = {  # pipeline module -> its position in the run
     "triage.pipeline.locate": 4,  # the source atlas's sites, once the failures are final
     "triage.pipeline.fit": 5,  # every advice source checked against the log (recommend calls it)
     "triage.pipeline.recommend": 5,
-    "triage.pipeline.switches": 5,  # the feature map's derived workarounds, ranked by recommend
+    "triage.pipeline.switches": 5,
+    "triage.pipeline.host": 5,  # the incident's host records, correlated with the finished report  # the feature map's derived workarounds, ranked by recommend
     "triage.pipeline.redact": 6,
     "triage.pipeline.secret_rules": 6,  # the rule table redact applies
     "triage.pipeline.gitleaks_rules": 6,  # gitleaks' rules, generated, part of that table

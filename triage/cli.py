@@ -190,6 +190,13 @@ def analyze(
     redact_ips: RedactIpsOpt = None,
     baseline: Annotated[Optional[str], typer.Option(  # noqa: UP045
         "--baseline", metavar="LOG", help="A healthy (or earlier) log of the same server: compare startup times and list its new warning and error lines.")] = None,
+    with_records: Annotated[Optional[list[str]], typer.Option(  # noqa: UP045
+        "--with", metavar="FILE", help="Another record of the same incident: a kernel log (dmesg -T, journalctl -k), "
+        "nvidia-smi (-q, CSV or table), kubectl describe pod / get events / pod JSON, Slurm output or sacct. "
+        "Repeat for several; docs/host-records.md.")] = None,
+    host_offset: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        "--host-offset", metavar="+HH:MM", help="How far the host records' local clock is ahead of the server "
+        "log's (e.g. +02:00); times with a zone need none.")] = None,
     exit_zero: ExitZeroOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
@@ -208,7 +215,7 @@ def analyze(
                    prefer_hyperscan=not no_hyperscan, workers=njobs, progress=True)
     out = use(redact=s.get("redact", redact, True), ips=s.get("redact-ips", redact_ips, False))
     result = analyze_logs(logs, _load(s.catalogues(catalogue)), opts, baseline=baseline, jobs=njobs,
-                          redact=out.redact, redact_ips=out.ips)
+                          redact=out.redact, redact_ips=out.ips, with_records=with_records, host_offset=host_offset)
     from triage.core.verbosity import LOG
 
     for note in result.diagnostics:  # how the scan ran (the portable scanner, ...): stderr, not the report

@@ -101,6 +101,17 @@ def _mark_non_logs(result: Analysis, dirs: list[str]) -> None:
                           "no timestamp, no engine line, no failure)")
 
 
+def _offset(text: str | None) -> Any:
+    if text is None:
+        return None
+    from triage.pipeline.host.clock import parse_offset
+
+    try:
+        return parse_offset(text)
+    except ValueError:
+        raise TriageError(f"--host-offset {text}: expected the host clock's lead over the log's, e.g. +02:00 or -5") from None
+
+
 def check_options(options: Options, jobs: int) -> None:
     """Values a run would otherwise take silently and misuse."""
     if jobs < 0:
@@ -116,13 +127,37 @@ def check_options(options: Options, jobs: int) -> None:
         raise TriageError("--command is empty")
 
 
+def bundle(paths: list[str]) -> tuple[str, list[str]] | None:
+    """A directory's files as one incident: exactly one server log and, beside it, only host
+    records triage recognises (kernel log, nvidia-smi, kubectl, Slurm). Anything else is a
+    directory of separate logs, analysed as before."""
+    from triage.pipeline.host.source import sniff_file
+
+    kinds = {p: sniff_file(p) for p in paths}
+    records = [p for p, k in kinds.items() if k is not None]
+    logs = [p for p, k in kinds.items() if k is None]
+    if len(logs) == 1 and records:
+        return logs[0], records
+    return None
+
+
 def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: Options | None = None, *,
-                 baseline: str | None = None, redact: bool = True, redact_ips: bool = False, jobs: int = 0) -> Analysis:
+                 baseline: str | None = None, redact: bool = True, redact_ips: bool = False, jobs: int = 0,
+                 with_records: list[str] | None = None, host_offset: str | None = None) -> Analysis:
     """Analyse the logs (files, directories, globs, `-`). One log that cannot be read is an
-    error (TriageError); among many it is listed in `errors` and the others are still analysed."""
+    error (TriageError); among many it is listed in `errors` and the others are still analysed.
+    `with_records`: the incident's host records (kernel log, nvidia-smi, kubectl, Slurm), for a
+    single log; a directory holding one log and only such records is read the same way."""
     opts = options or Options()
     check_options(opts, jobs)
+    offset = _offset(host_offset)
     paths = expand_inputs(logs)
+    records = list(with_records or [])
+    if len(logs) == 1 and Path(logs[0]).is_dir() and len(paths) > 1 and (b := bundle(paths)) is not None:
+        paths = [b[0]]
+        records += b[1]
+    if records and len(paths) != 1:
+        raise TriageError("--with reads the host records of one incident: give a single LOG (or a bundle directory)")
     if baseline is not None and len(paths) > 1:
         raise TriageError("--baseline compares one log with one healthy log; give a single LOG")
     cat = catalogue or load_catalogue()
@@ -131,6 +166,11 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
         from triage.pipeline.analyze import analyze_file
 
         result = Analysis([analyze_file(paths[0], cat, opts)])
+        if records:
+            from triage.pipeline.host.correlate import apply, host_records
+
+            report = result.reports[0]
+            apply(report, host_records(report, paths[0], records, offset))
         if baseline is not None:
             from triage.commands.baseline import compare
 

@@ -291,6 +291,84 @@ class BaselineComparison(Record):
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
+class HostSource(Record):
+    """Another record of the same incident given with `--with` (or found in a bundle directory):
+    the kernel log, nvidia-smi, Kubernetes, Slurm."""
+
+    path: str
+    # kernel | nvidia-smi-q | nvidia-smi-csv | nvidia-smi-table | kubectl-describe-pod |
+    # kubectl-events | pod-json | slurm-output | sacct
+    kind: str
+    lines: int = 0
+    events: int = 0
+    # how its clock was put on the server log's: "same clock" / "UTC, the server log is UTC" /
+    # "boot time from <file>" / "offset +02:00 (--host-offset)"; None: its events could not be
+    # placed on the timeline (`clock_note` says why)
+    clock: str | None = None
+    clock_note: str | None = None
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class HostEvent(Record):
+    """One event of a host record: an Xid, an ECC or PCIe error, an OOM kill, a pod killed."""
+
+    source: str  # the file it was read from
+    line: int
+    text: str
+    # xid | gpu-lost | ecc | row-remap | nvlink | pcie-aer | oom-kill | oom-killed | evicted |
+    # crash-loop | probe-failed | killed | slurm-oom | slurm-timeout | slurm-node-fail
+    kind: str
+    time: str | None = None  # on the server log's clock, ISO 8601 without zone; None: unplaced
+    seconds_before_failure: float | None = None  # negative: after the failure
+    xid: int | None = None
+    mnemonic: str | None = None
+    bus_id: str | None = None  # 0000:3b:00.0
+    gpu: int | None = None  # the GPU's index on its host (nvidia-smi's), when known
+    hardware: bool = False  # a hardware or driver fault (not an application's own error)
+    action: str | None = None  # what NVIDIA's catalogue (or the orchestrator's meaning) calls for
+    investigate: str | None = None
+    blamed: bool = False  # this event is the failure's cause (see Attribution)
+    note: str | None = None  # why it is or is not blamed
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class GpuInfo(Record):
+    """A GPU of the host as nvidia-smi lists it."""
+
+    index: int
+    bus_id: str | None = None
+    name: str | None = None
+    uuid: str | None = None
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class Attribution(Record):
+    """Which rank ran on which GPU, and the host event that caused the failure, if one did."""
+
+    ranks: dict[str, int] = field(default_factory=dict)  # rank (as the log names it) -> GPU index
+    how: list[str] = field(default_factory=list)  # how the mapping was read
+    failing_ranks: list[str] = field(default_factory=list)
+    involved_gpus: list[int] = field(default_factory=list)
+    cause: int | None = None  # index into HostRecords.events of the blamed event
+    verdict: str | None = None  # one sentence: the host's part in the failure
+    do_now: str | None = None  # the action that replaces the server-side advice when the host is to blame
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class HostRecords(Record):
+    """The other records of the incident: their events on the server log's timeline, the
+    GPUs, and what they say about the failure."""
+
+    sources: list[HostSource] = field(default_factory=list)
+    events: list[HostEvent] = field(default_factory=list)
+    gpus: list[GpuInfo] = field(default_factory=list)
+    attribution: Attribution = field(default_factory=Attribution)
+    window_seconds: float = 3600.0  # how long before the failure a host event can be its cause
+    failure_time: str | None = None  # the failure's time the events are measured from
+    failure_time_from: str | None = None  # where it was read ("the failure at line 98", "the log's last timestamp")
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
 class Report(Record):
     """Everything one log says: its environment, timeline, failures and the findings that explain them."""
 
@@ -307,6 +385,7 @@ class Report(Record):
     notes: list[str] = field(default_factory=list)
     patched_command: str | None = None
     baseline: BaselineComparison | None = None
+    host: HostRecords | None = None  # the incident's other records (`analyze --with`)
     # about this run rather than the log (the scanner fell back to its portable engine): the
     # CLI prints them on stderr; not part of the JSON, which describes the log
     diagnostics: Annotated[list[str], EXCLUDED] = hidden(list)
@@ -316,6 +395,8 @@ class Report(Record):
     def exit_code(self) -> int:
         if any(f.fatal for f in self.failures):
             return 1
+        if self.host is not None and self.host.attribution.cause is not None:
+            return 1  # the host records show it was killed (OOMKilled while loading: no error in the log)
         return 1 if any(f.severity in ("crash", "hang") and f.failure is None and f.unlikely is None
                         for f in self.findings) else 0
 

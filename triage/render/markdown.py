@@ -15,7 +15,7 @@ from typing import Protocol
 
 import jinja2
 
-from triage.core.models import Evidence, Failure, LoadFigures, Report, Workaround
+from triage.core.models import Evidence, Failure, HostEvent, LoadFigures, Report, Workaround
 from triage.core.recache import re_compile
 from triage.core.terminal import printable
 
@@ -334,7 +334,8 @@ def _env() -> jinja2.Environment:
     )
     env.filters.update(shquote=shlex.quote, prose=prose, inline=inline, code=_code_inline, codeblock=codeblock, evidence=failure_evidence, evidence_lines=evidence_lines, where=where,
                        change=change, load=load, seconds=seconds, size=size, properfix=properfix,
-                       shortpath=shortpath, raised=raised, derived=derived)
+                       shortpath=shortpath, raised=raised, derived=derived,
+                       host_section=host_section)
     return env
 
 
@@ -379,7 +380,28 @@ _ENV_ROWS = [("version", "version"), ("model", "model"), ("GPU", "gpu"), ("GPU m
              ("CUDA graphs", "cuda_graph"), ("prefix cache", "prefix_cache"), ("config printed at line", "config_line")]
 
 
+def _blamed(r: Report) -> HostEvent | None:
+    if r.host is None or r.host.attribution.cause is None:
+        return None
+    return r.host.events[r.host.attribution.cause]
+
+
+def _event_words(ev: HostEvent) -> str:
+    if ev.xid is not None:
+        return f"Xid {ev.xid}" + (f" {ev.mnemonic}" if ev.mnemonic else "")
+    return ev.kind
+
+
 def _headline(r: Report) -> str:
+    ev = _blamed(r)
+    if ev is not None:
+        where_ = f" on GPU {ev.gpu}" if ev.gpu is not None else ""
+        return f"host fault: {_event_words(ev)}{where_}" + (f"; {_headline_log(r)} in the log" if r.failures else
+                                                             "; no error in the server log")
+    return _headline_log(r)
+
+
+def _headline_log(r: Report) -> str:
     fatal = r.fatal_failures
     survived = r.request_failures
     n = len(fatal)
@@ -407,8 +429,81 @@ def _non_default(r: Report) -> str:
     return " ".join(r.environment.launch_args)[:1500]
 
 
+def _host_summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
+    """The first screen when a host record explains the failure: the host's verdict and action
+    first, what the server log alone would have said after it."""
+    att = r.host.attribution  # type: ignore[union-attr]
+    ev = r.host.events[att.cause]  # type: ignore[union-attr,index]
+    out = [f"**Verdict:** {_sentence(att.verdict or '')} Evidence: {inline(shortpath(ev.source))} line {ev.line}."]
+    out.append(f"**Do now:** {_sentence(att.do_now or ev.action or '')}")
+    if ev.investigate and ev.investigate != (att.do_now or ev.action):
+        out.append(f"**Then investigate:** {_sentence(ev.investigate)}")
+    if top is not None:
+        seen = f"{inline(top.title)} (`{top.signature}`)" + (f", {where(top_failure)}" if top_failure else "")
+        out.append(f"**What the server log shows:** {seen}. Its advice is kept below, marked not applicable: "
+                   "it would not have prevented a host fault.")
+    elif r.failures:
+        f = r.failures[0]
+        out.append(f"**What the server log shows:** {_code_inline(f.exception)}, {where(f)}.")
+    return out
+
+
+def host_section(r: Report) -> str:
+    """The host records: what was read and on which clock, ranks to GPUs, and the host events
+    interleaved with the server's milestones, newest last; the blamed event marked."""
+    h = r.host
+    if h is None:
+        return ""
+    out = ["## Host records", "", "| record | kind | lines | events | clock |", "|---|---|---:|---:|---|"]
+    for s in h.sources:
+        clock = s.clock or f"not placed: {s.clock_note or 'no time in it'}"
+        out.append(f"| {inline(shortpath(s.path))} | {s.kind} | {s.lines:,} | {s.events} | {inline(clock)} |")
+    att = h.attribution
+    if att.ranks:
+        ranks = ", ".join(f"{inline(k)} on GPU {v}" for k, v in att.ranks.items())
+        out += ["", f"**Ranks and GPUs:** {ranks}" + (f" ({inline('; '.join(att.how))})" if att.how else "") + "."]
+    gpus = ", ".join(f"GPU {g.index} {g.bus_id or ''}".rstrip() for g in h.gpus)
+    if gpus:
+        out += ["", f"**GPUs (nvidia-smi):** {inline(gpus)}."]
+    # ordered by time relative to the failure (the records' clocks are already the log's);
+    # events with no place on the clock last, in the order their records hold them
+    rows: list[tuple[float, str]] = []
+    for ev in h.events:
+        mark = "**cause**" if ev.blamed else inline(ev.note or "")
+        gpu = f"GPU {ev.gpu}" if ev.gpu is not None else (inline(ev.bus_id) if ev.bus_id else "")
+        when = (inline(ev.time) if ev.time else "-")
+        rel = ""
+        if ev.seconds_before_failure is not None:
+            b = ev.seconds_before_failure
+            rel = f"{seconds(abs(b))} {'before' if b >= 0 else 'after'}"
+        key = -ev.seconds_before_failure if ev.seconds_before_failure is not None else float("inf")
+        rows.append((key, f"| {when} | {rel} | {inline(shortpath(ev.source))}:{ev.line} | "
+                                     f"{inline(_event_words(ev))}: {inline(_clip(ev.text, 160))} | {gpu} | {mark} |"))
+    fatal = r.fatal_failures
+    if fatal:
+        f = fatal[0]
+        rows.append((0.0, f"| {inline(h.failure_time or f.time or '')} | failure | server log:{f.line} | "
+                                f"{inline(f.exception)}: {inline(_clip(f.message, 120))} | "
+                                f"{inline(', '.join(f.ranks[:4]))} | |"))
+    rows.sort(key=lambda row: row[0])
+    if rows:
+        out += ["", "| time (server log's clock) | relative to the failure | record:line | event | GPU | |",
+                "|---|---|---|---|---|---|"]
+        out += [row for _, row in rows]
+    if h.failure_time_from:
+        out += ["", f"Times are measured from {inline(h.failure_time_from)}" + (
+            f", {inline(h.failure_time)}." if h.failure_time else ".")]
+    if att.cause is None and h.events:
+        out += ["", "No host event is blamed: " + ("none is a hardware or host fault on this failure's GPUs shortly "
+                                                   "before it." if any(e.time for e in h.events) else
+                                                   "none could be placed on the server log's clock.")]
+    return "\n".join(out) + "\n"
+
+
 def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
     """The first screen: verdict, what to do now, what it costs, the proper fix."""
+    if _blamed(r) is not None:
+        return _host_summary(r, top, top_failure)
     if not r.failures and not r.findings:
         ready = ""
         if r.timeline.ready:

@@ -32,6 +32,9 @@ class LogFile:
     # why the entry cannot be read, known when it was listed (a FIFO, a directory that cannot be
     # listed): the worker reports it as failed without opening it
     error: str | None = None
+    # the host records of the same incident beside it (a node's bundle directory: one server log
+    # and only kernel / nvidia-smi / kubectl / Slurm records), read with it as `analyze --with`
+    records: tuple[str, ...] = ()
 
 
 def is_url(source: str) -> bool:
@@ -101,13 +104,36 @@ def _walk(top_dir: str, root: str) -> Iterator[LogFile]:
             err = unlisted.pop()
             yield _unlisted(str(err.filename or top), root, err)
         dirs[:] = sorted(d for d in dirs if not _hidden(d))
-        for name in sorted(names):
-            if not _hidden(name):
-                e = _entry(os.path.join(top, name), root)
-                if e is not None:
-                    yield e
+        visible = [n for n in sorted(names) if not _hidden(n)]
+        bundle = _bundle(top, visible)
+        if bundle is not None:
+            e = _entry(os.path.join(top, bundle[0]), root)
+            if e is not None:
+                yield LogFile(e.path, e.mtime, e.size, e.place, e.error, tuple(os.path.join(top, r) for r in bundle[1]))
+            continue
+        for name in visible:
+            e = _entry(os.path.join(top, name), root)
+            if e is not None:
+                yield e
     for err in unlisted:  # the last directory's error comes after its walk
         yield _unlisted(str(err.filename or top_dir), root, err)
+
+
+# a node's bundle is a handful of files; a directory of thousands of logs is not sniffed
+BUNDLE_MAX_FILES = 16
+
+
+def _bundle(top: str, names: list[str]) -> tuple[str, list[str]] | None:
+    """One server log and host records beside it, as `analyze DIR` decides (commands/analyze.py)."""
+    if not 2 <= len(names) <= BUNDLE_MAX_FILES:
+        return None
+    from triage.pipeline.host.source import sniff_file
+
+    kinds = {n: sniff_file(os.path.join(top, n)) for n in names}
+    logs = [n for n, k in kinds.items() if k is None]
+    if len(logs) == 1:
+        return logs[0], [n for n, k in kinds.items() if k is not None]
+    return None
 
 
 def _list_local(source: str) -> Iterator[LogFile]:

@@ -109,7 +109,12 @@ def _skip(lf: LogFile, job: Job) -> bool:
 
 def analyse_file(lf: LogFile, cat: Catalogue, opts: Options) -> tuple[Report, str | None]:
     if not is_url(lf.path):
-        return analyze_file(lf.path, cat, opts), host_of(lf.path)
+        rep = analyze_file(lf.path, cat, opts)
+        if lf.records:
+            from triage.pipeline.host.correlate import apply, host_records
+
+            apply(rep, host_records(rep, lf.path, list(lf.records)))
+        return rep, host_of(lf.path)
     import os
     import shutil
     import tempfile
@@ -147,6 +152,9 @@ def add_report(tally: Tally, rep: Report, lf: LogFile, host: str | None, since: 
     """One log's failures into the batch's groups: a failure counts once per occurrence, a log
     and a server once per group. A failure without a timestamp is placed at the file's mtime."""
     written = from_mtime(lf.mtime)
+    if rep.host is not None and rep.host.attribution.cause is not None:
+        _add_host_cause(tally, rep, lf, host, written)
+        return
     mine: dict[str, tuple[Finding | None, list[tuple[Failure, datetime | None]]]] = {}
     for key, f, finding in filed(rep):  # the same rule as `analyze DIR` (commands/many.py)
         when = real_time(f.time, lf.mtime) or written
@@ -180,6 +188,34 @@ def add_report(tally: Tally, rep: Report, lf: LogFile, host: str | None, since: 
         g.offer_example(when, lf.path, finding.title if finding else f"{f.exception}: {f.message}"[:160])
         if finding is not None:
             _add_advice(g, finding)
+
+
+def _add_host_cause(tally: Tally, rep: Report, lf: LogFile, host: str | None, written: datetime | None) -> None:
+    """A log whose failure its host records blame on the host (a GPU off the bus, a container
+    killed at its memory limit) counts under that cause, not under the server's own error."""
+    assert rep.host is not None and rep.host.attribution.cause is not None
+    att = rep.host.attribution
+    ev = rep.host.events[att.cause]  # type: ignore[index]
+    key = f"host: Xid {ev.xid}" if ev.xid is not None else f"host: {ev.kind}"
+    tally.with_failure += 1
+    g = tally.groups.get(key)
+    if g is None:
+        g = tally.groups[key] = Group(key=key, signature=key, fingerprint=None, severity="crash")
+    g.logs += 1
+    g.fatal_logs += 1
+    g.failures += 1
+    g.servers.add(host or lf.place)
+    env = rep.environment
+    if env.engine:
+        g.engines[f"{env.engine} {env.version}" if env.version else env.engine] += 1
+    if env.gpu:
+        g.gpus[env.gpu] += 1
+    when = real_time(ev.time, lf.mtime) if ev.time else written
+    if when is not None:
+        g.first_seen = when if g.first_seen is None else min(g.first_seen, when)
+        g.last_seen = when if g.last_seen is None else max(g.last_seen, when)
+    g.offer_example(when, lf.path, (att.verdict or key)[:160])
+    g.offer_fix({"no_upstream_fix": f"a host fault: {att.do_now or ev.action or 'see the host records'}"})
 
 
 def _add_advice(g: Group, finding: Finding) -> None:
