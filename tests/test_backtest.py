@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -109,7 +110,20 @@ def test_test_split_cases_count_but_are_not_named(corpus, tmp_path):
     doc = json.loads(out)
     assert doc["cases"] == len(PICK) and doc["held_back"] == 1
     assert "vllm-12189" not in out
+    assert doc["held_back_misses"] == {}  # recognised as labelled: no miss to count
     code, md = run(str(mixed), "-j", "1")
     assert "vllm-12189" not in md and "count 1 test-split cases" in md
     code, out = run(str(mixed), "--format", "json", "-j", "1", "--show-test")
     assert "vllm-12189" in out and json.loads(out)["held_back"] == 0
+
+
+def test_a_held_out_miss_is_counted_under_its_cause_not_named(corpus, tmp_path):
+    mixed = tmp_path / "mixed"
+    shutil.copytree(corpus, mixed)
+    held = mixed / "cases" / "vllm-12189.yaml"
+    text = held.read_text().replace("split: dev", "split: test")
+    held.write_text(re.sub(r"(?m)^expected_signature:.*$", "expected_signature: vllm-no-such-signature", text))
+    code, out = run(str(mixed), "--format", "json", "-j", "1")
+    assert json.loads(out)["held_back_misses"] == {"wrong signature": 1} and "vllm-12189" not in out
+    code, md = run(str(mixed), "-j", "1")
+    assert "- **wrong signature** (1): 1 test-split case, not named" in md and "vllm-12189" not in md

@@ -151,6 +151,9 @@ class BacktestResult(BaseModel):
     # test-split cases counted in the figures but left out of the per-case lists (see hold_back)
     held_back: int = 0
     held_back_changes: int = 0  # of them, how many changed against --against
+    # of them, how many missed, per cause: counts only, so the split's misses can be reported
+    # (grouped by cause, as a round's closing figures need) without naming a held-out case
+    held_back_misses: dict[str, int] = Field(default_factory=dict)
 
 
 def hold_back(result: BacktestResult) -> BacktestResult:
@@ -162,6 +165,7 @@ def hold_back(result: BacktestResult) -> BacktestResult:
         return result
     out = result.model_copy(deep=True)
     out.scores = [s for s in out.scores if s.id not in test]
+    out.held_back_misses = {k: n for k, ids in out.misses.items() if (n := sum(i in test for i in ids))}
     out.misses = {k: [i for i in ids if i not in test] for k, ids in out.misses.items()}
     out.errors = [e for e in out.errors if e.split(":", 1)[0] not in test]
     if out.changes is not None:

@@ -27,15 +27,18 @@ def render_markdown(r: BacktestResult, failed: list[str] | None = None) -> str:
         out.append(f"The figures count {r.held_back} test-split cases; the lists below leave them out, so that "
                    "the held-out logs stay unread while signatures are written (--show-test names them).")
         out.append("")
-    missed = {k: v for k, v in r.misses.items() if v}
+    missed = {k: v for k, v in r.misses.items() if v or r.held_back_misses.get(k)}
     if missed:
         out.append("## Misses by cause")
         out.append("")
         by_id = {s.id: s for s in r.scores}
         for cause, ids in missed.items():
-            out.append(f"- **{cause}** ({len(ids)}): " + ", ".join(
+            held = r.held_back_misses.get(cause, 0)
+            named = ", ".join(
                 f"{i}" + (f" (got {by_id[i].top}, want {'/'.join(by_id[i].expected)})"
-                          if cause == "wrong signature" else "") for i in ids))
+                          if cause == "wrong signature" else "") for i in ids)
+            tail = f"{'; and ' if ids else ''}{held} test-split case{'s' if held != 1 else ''}, not named" if held else ""
+            out.append(f"- **{cause}** ({len(ids) + held}): {named}{tail}")
         out.append("")
     if r.errors:
         out.append("## Cases the pipeline refused")
