@@ -160,7 +160,7 @@ def test_the_secrets_reach_the_report_when_kept(log):
     assert "credentials_json = " + json.dumps(json.dumps({f"k{i}": e for i, e in enumerate(EXAMPLES)})) in raw
 
 
-@pytest.mark.parametrize("fmt", ["md", "json"])
+@pytest.mark.parametrize("fmt", ["md", "json", "issue"])
 def test_analyze(log, tmp_path, fmt):
     p = triage("analyze", str(log), "-f", fmt, "--command", COMMAND)
     assert not leaks(p.stdout) and not leaks(p.stderr)

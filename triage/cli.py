@@ -65,6 +65,13 @@ class Format(str, Enum):
     json = "json"
 
 
+class AnalyzeFormat(str, Enum):
+    markdown = "markdown"
+    md = "md"
+    json = "json"
+    issue = "issue"
+
+
 class SchemaName(str, Enum):
     report = "report"
     catalogue = "catalogue"
@@ -76,6 +83,10 @@ class SchemaName(str, Enum):
 FormatOpt = Annotated[Optional[Format], typer.Option(  # noqa: UP045 - typer needs Optional
     "--format", "-f", metavar="markdown|md|json", show_default=False,
     help="Report format: markdown (default; rendered when stdout is a terminal) or json.")]
+AnalyzeFormatOpt = Annotated[Optional[AnalyzeFormat], typer.Option(  # noqa: UP045
+    "--format", "-f", metavar="markdown|md|json|issue", show_default=False,
+    help="Report format: markdown (default; rendered when stdout is a terminal), json, or issue (the body "
+    "of an upstream bug report in the engine's template).")]
 EventFormatOpt = Annotated[Optional[Format], typer.Option(  # noqa: UP045
     "--format", "-f", metavar="markdown|md|json", show_default=False,
     help="markdown (default) or json (one event a line).")]
@@ -150,10 +161,10 @@ def _start(ctx: typer.Context, quiet: bool, verbose: bool) -> Any:  # noqa: ANN4
     return s
 
 
-def _format(s: Any, cli: Format | None) -> str:  # noqa: ANN401
-    from triage.commands.output import normalise_format
+def _format(s: Any, cli: Format | AnalyzeFormat | None, allowed: tuple[str, ...] | None = None) -> str:  # noqa: ANN401
+    from triage.commands.output import FORMATS, normalise_format
 
-    return normalise_format(cli.value if cli is not None else s.get("format", None, "markdown"))
+    return normalise_format(cli.value if cli is not None else s.get("format", None, "markdown"), allowed or FORMATS)
 
 
 def _load(dirs: list[str]):  # noqa: ANN202
@@ -175,7 +186,7 @@ def analyze(
     ctx: typer.Context,
     logs: Annotated[list[str], typer.Argument(metavar="LOG", show_default=False,
                                               help="Log files, directories or globs; '-' reads stdin. .gz is read transparently.")],
-    format: FormatOpt = None,
+    format: AnalyzeFormatOpt = None,
     output: OutputOpt = None,
     catalogue: CatalogueOpt = None,
     engine_version: Annotated[Optional[str], typer.Option(  # noqa: UP045
@@ -207,7 +218,7 @@ def analyze(
     from triage.pipeline.analyze import Options
 
     s = _start(ctx, quiet, verbose)
-    fmt = _format(s, format)
+    fmt = _format(s, format, ("markdown", "json", "issue"))
     if engine_version and engine_version_alias and engine_version != engine_version_alias:
         raise TriageError("--engine-version and --version (its old spelling) disagree; give one")
     njobs = s.get("jobs", jobs, 0)

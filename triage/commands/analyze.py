@@ -213,8 +213,14 @@ def document(result: Analysis) -> dict[str, Any]:
 
 
 def render(result: Analysis, fmt: str) -> str:
-    """The report text in `markdown` (or `md`) or `json`."""
-    fmt = normalise_format(fmt)
+    """The report text in `markdown` (or `md`), `json`, or `issue` (one log's upstream bug report)."""
+    fmt = normalise_format(fmt, ("markdown", "json", "issue"))
+    if fmt == "issue":
+        if len(result.reports) != 1 or result.errors:
+            raise TriageError("--format issue drafts the bug report of one log: give a single LOG")
+        from triage.render.issue import render_issue
+
+        return render_issue(result.reports[0])
     if fmt == "json":
         import json
 

@@ -164,12 +164,13 @@ def note(text: str) -> None:
 FORMATS = ("markdown", "json")
 
 
-def normalise_format(fmt: str) -> str:
-    """`md` is accepted for `markdown`, as most tools do."""
+def normalise_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> str:
+    """`md` is accepted for `markdown`, as most tools do; `issue` only where a command offers it."""
     f = fmt.lower()
     f = "markdown" if f == "md" else f
-    if f not in FORMATS:
-        raise TriageError(f"--format {fmt}: expected markdown (or md) or json")
+    if f not in allowed:
+        names = ", ".join(a if a != "markdown" else "markdown (or md)" for a in allowed)
+        raise TriageError(f"--format {fmt}: expected {names}")
     return f
 
 
