@@ -121,9 +121,8 @@ def _same(r: Report, f: Failure | None, x: Finding | None) -> list[str]:
         urls += list(x.references)
     seen: list[str] = []
     for u in urls:
-        if "/issues/" in u or "/pull/" in u:
-            if u not in seen:
-                seen.append(u)
+        if ("/issues/" in u or "/pull/" in u) and u not in seen:
+            seen.append(u)
     if not seen:
         return []
     return ["Possibly the same as:", ""] + [f"- {u}" for u in seen[:8]]
