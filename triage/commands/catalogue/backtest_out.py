@@ -33,12 +33,13 @@ def render_markdown(r: BacktestResult, failed: list[str] | None = None) -> str:
         out.append("")
         by_id = {s.id: s for s in r.scores}
         for cause, ids in missed.items():
-            held = r.held_back_misses.get(cause, 0)
+            n_held = r.held_back_misses.get(cause, 0)
             named = ", ".join(
                 f"{i}" + (f" (got {by_id[i].top}, want {'/'.join(by_id[i].expected)})"
                           if cause == "wrong signature" else "") for i in ids)
-            tail = f"{'; and ' if ids else ''}{held} test-split case{'s' if held != 1 else ''}, not named" if held else ""
-            out.append(f"- **{cause}** ({len(ids) + held}): {named}{tail}")
+            tail = (f"{'; and ' if ids else ''}{n_held} test-split case{'s' if n_held != 1 else ''}, not named"
+                    if n_held else "")
+            out.append(f"- **{cause}** ({len(ids) + n_held}): {named}{tail}")
         out.append("")
     if r.errors:
         out.append("## Cases the pipeline refused")
