@@ -202,6 +202,22 @@ def test_catalogue_check_cli_exit_codes(tmp_path):
     assert p.returncode == 1 and b"FAIL" in p.stdout
 
 
+def test_fixed_in_names_a_release_and_the_pr_goes_in_fix_pr(tmp_path):
+    """The report says "upgrade to SGLang 0.5.13 or later (PR #27038)": a URL in fixed_in gives the
+    on-call engineer no version to ask for, and a PR without a release says nothing of when."""
+    url = "https://github.com/sgl-project/sglang/pull/27038"
+    as_url = GOOD.replace("open_issue: https://github.com/sgl-project/sglang/issues/1", f"fixed_in: {url}")
+    p = run_cli("catalogue", "check", str(write(tmp_path / "a", "frob.yaml", as_url)))
+    assert p.returncode == 1 and b"is a URL: give the first release" in p.stdout
+    pr_only = GOOD.replace("open_issue: https://github.com/sgl-project/sglang/issues/1", f"no_upstream_fix: x\nfix_pr: {url}")
+    p = run_cli("catalogue", "check", str(write(tmp_path / "b", "frob.yaml", pr_only)))
+    assert p.returncode == 1 and b"fix_pr without fixed_in" in p.stdout
+    good = GOOD.replace("open_issue: https://github.com/sgl-project/sglang/issues/1",
+                        f'fixed_in: "0.5.13"\nfix_pr: {url}\naffects: "<0.5.13"')
+    p = run_cli("catalogue", "check", "-q", str(write(tmp_path / "c", "frob.yaml", good)))
+    assert p.returncode == 0 and b"1 with the release that fixes them" in p.stdout
+
+
 def test_debug_recipe_shown_in_report():
     p = run_cli("analyze", str(FIXTURES / "sglang-illegal-address.log.gz"))
     assert b"CUDA_LAUNCH_BLOCKING=1" in p.stdout

@@ -162,8 +162,14 @@ def _depth_problems(cat: Catalogue) -> list[tuple[str, str]]:
     for sid, s in cat.signatures.items():
         spec = s.spec
         if not (spec.fixed_in or spec.affects or spec.open_issue or spec.no_upstream_fix):
-            out.append((s.path, f"{sid}: no proper fix stated: give fixed_in (release or merged PR), affects "
-                                "(the affected versions), open_issue (the upstream thread), or no_upstream_fix (why none)"))
+            out.append((s.path, f"{sid}: no proper fix stated: give fixed_in (the first fixed release) and fix_pr, "
+                                "affects (the affected versions), open_issue (the upstream thread), or no_upstream_fix "
+                                "(why none)"))
+        if spec.fixed_in and spec.fixed_in.startswith("https://"):
+            out.append((s.path, f"{sid}: fixed_in {spec.fixed_in} is a URL: give the first release that holds the fix "
+                                "(checked in the released package) and put the pull request in fix_pr"))
+        if spec.fix_pr and not spec.fixed_in:
+            out.append((s.path, f"{sid}: fix_pr without fixed_in: name the first release that holds it"))
         if spec.severity not in ("crash", "hang") or spec.no_workaround:
             continue
         engines = ENGINES_OF_ANY if spec.engine == "any" else (spec.engine,)
@@ -318,7 +324,9 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
         engines[s.spec.engine] = engines.get(s.spec.engine, 0) + 1
     spread = ", ".join(f"{k} {v}" for k, v in sorted(engines.items()))
     features = f"{n_features} mapped features, " if n_features else ""
-    lines.append(f"{len(cat.signatures)} signatures ({spread}), {len(cat.workarounds)} workarounds, {features}"
+    fixed = sum(1 for s in cat.signatures.values() if s.spec.fixed_in)
+    lines.append(f"{len(cat.signatures)} signatures ({spread}; {fixed} with the release that fixes them), "
+                 f"{len(cat.workarounds)} workarounds, {features}"
                  f"{n_examples} examples run: {len(problems)} problem{'s' if len(problems) != 1 else ''}"
                  + (f", {len(warnings)} source-atlas warning{'s' if len(warnings) != 1 else ''}" if warnings else ""))
     return len(problems), "\n".join(lines) + "\n"
