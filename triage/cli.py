@@ -252,7 +252,7 @@ def fleet(
     if output is not None and holds(source, output):
         raise TriageError(f"--output {output} is inside the archive {source}; refusing to overwrite a log")
     when = parse_since(since) if since is not None else None
-    opts = FleetOptions(ray=ray, since=when, jobs=njobs, batch=batch, catalogue_dirs=s.catalogues(catalogue))
+    opts = FleetOptions(ray=ray, since=when, jobs=njobs, batch=batch, catalogue_dirs=s.catalogues(catalogue), cache=True)
     tally = run_fleet(source, opts)
     doc = out.data(leaderboard(tally, source, when), keep=IDS)
     write_output(render(doc, fmt), output, markdown=fmt == "markdown")

@@ -42,12 +42,13 @@ class Job:
     prefer_hyperscan: bool = True
 
 
-def catalogue(dirs: tuple[str, ...], fresh: bool = False) -> Catalogue:
+def catalogue(dirs: tuple[str, ...], fresh: bool = False, cache: bool = False) -> Catalogue:
     """The catalogue, loaded once per process (a forked pool inherits the driver's); `fresh`:
-    load it again (the driver, at the start of each run)."""
+    load it again (the driver, at the start of each run), through the on-disk cache with
+    `cache` (which keys it by the entries' files: an edited entry is read again)."""
     cat = None if fresh else _CATALOGUES.get(dirs)
     if cat is None:
-        cat = _CATALOGUES[dirs] = load_catalogue(list(dirs))
+        cat = _CATALOGUES[dirs] = load_catalogue(list(dirs), cache=cache)
     return cat
 
 
