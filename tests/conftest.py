@@ -79,26 +79,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _SAVED_CACHE_HOME: list[str | None] = []
 
 
-# Examples per property test (tests/test_properties.py): every one in CI (with the slow tests),
-# a third of them on a laptop's `python -m pytest` (the same derandomized sequence, cut short).
+# Examples per property test (tests/test_properties.py: property_examples()): every one in CI
+# (with the slow tests), a third of them in a plain `python -m pytest` (the same derandomized
+# sequence, cut short).
 EXAMPLES_CI, EXAMPLES_LOCAL = 150, 50
+_RUN: dict[str, bool] = {"slow": False}
+
+
+def property_examples() -> int:
+    return EXAMPLES_CI if _RUN["slow"] else EXAMPLES_LOCAL
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """The catalogue cache of this run (and of the subprocesses it starts) lives in a temporary
     directory, set before any test module loads a catalogue: the tests never write into the
-    user's ~/.cache, and a stale cache there cannot hide a change to the catalogue.
-
-    Hypothesis's default profile is set here too, before the test modules build their settings
-    from it: EXAMPLES_CI examples when the slow tests run (CI), else EXAMPLES_LOCAL."""
+    user's ~/.cache, and a stale cache there cannot hide a change to the catalogue."""
     _SAVED_CACHE_HOME.append(os.environ.get("XDG_CACHE_HOME"))
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="triage-tests-cache-")
-    try:
-        from hypothesis import settings
-    except ImportError:  # pragma: no cover - the test extra has it
-        return
-    settings.register_profile("triage", max_examples=EXAMPLES_CI if slow_tests_run(config) else EXAMPLES_LOCAL)
-    settings.load_profile("triage")
+    _RUN["slow"] = slow_tests_run(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
