@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -106,6 +106,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     before = _SAVED_CACHE_HOME.pop()
     if before is not None:
         os.environ["XDG_CACHE_HOME"] = before
+
+
+def linear(cost: Callable[[str], float], small: str, big: str, factor: float = 8) -> tuple[float, float]:
+    """(cost of small, cost of big) for a linearity check `big < factor * small + 50 ms`
+    (CPU seconds from `cost`): measured once each, and when the check would fail, once more
+    each, keeping the faster (a loaded machine only ever adds time). The faster of two used
+    to be taken every time; only a failing ratio needs the second measurement."""
+    t_small, t_big = cost(small), cost(big)
+    if not t_big < factor * t_small + 0.05:
+        t_small, t_big = min(t_small, cost(small)), min(t_big, cost(big))
+    return t_small, t_big
 
 
 @pytest.fixture(scope="session")
