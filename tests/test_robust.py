@@ -196,7 +196,8 @@ def make_cat(root: Path) -> tuple[Path, Path]:
 # imports, catalogue) is paid once, and a regression still exhausts only the child's memory.
 CAPPED_CHILD = """
 import base64, json, resource, sys
-resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
+if int(sys.argv[2]):  # 0: no cap (a child only so that a timeout can end it)
+    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
 sys.path.insert(0, sys.argv[1])
 from conftest import run_cli
 done = []
@@ -208,7 +209,8 @@ print(json.dumps(done))
 
 
 def capped(commands: list[list[str]], limit_as: int) -> list[subprocess.CompletedProcess]:
-    """Each command as `cli` would run it under `limit_as`, all in one child."""
+    """Each command as `cli` would run it under `limit_as` (0: no cap), all in one child, which
+    the timeout ends should one of them hang."""
     import base64
 
     here = str(Path(__file__).resolve().parent)
@@ -223,8 +225,8 @@ def both_refuse(cat: Path, log: Path, says: str, where: str, **kw) -> None:  # n
     """`analyze` exits 2 with one file:line line, `catalogue check` reports it and exits 1."""
     analyze = ["analyze", str(log), "--catalogue", str(cat)]
     check_argv = ["catalogue", "check", str(cat), "-q"]
-    if kw.get("limit_as"):
-        p, check = capped([analyze, check_argv], kw["limit_as"])
+    if kw.get("limit_as") or kw.get("process"):  # one child for both commands
+        p, check = capped([analyze, check_argv], kw.get("limit_as") or 0)
     else:
         p = cli(*analyze, timeout=60, **kw)
         check = cli(*check_argv, timeout=60, ok=(1,), **kw)
