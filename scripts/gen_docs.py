@@ -15,6 +15,17 @@ HEADER = """# Command-line reference
 Generated from the commands by `python scripts/gen_docs.py`; do not edit by hand (a test
 checks that this page is current). Conventions (exit codes, configuration, formats) are in
 the README.
+
+## Exit codes
+
+| code | meaning |
+|---|---|
+| `0` | no process-level failure in the log(s) (`--exit-zero`: also when there is one) |
+| `1` | a process-level failure was found |
+| `2` | usage or input error, one `triage: error:` line: a missing or unreadable file, and `analyze DIR` or `fleet DIR` where no file looks like a server log (binaries, text with no log line; the line says how many files were skipped and why). `--exit-zero` does not change it |
+| `3` | `watch`/`run` timed out (a hang) |
+
+`run` exits with the server's own status (128+N when it died of signal N).
 """
 
 

@@ -54,7 +54,7 @@ def rows(atlas: Atlas, cat: Catalogue, sig_id: str) -> list[str]:
         return [f"## {sig_id}: engine {spec.engine} has no atlas; check its messages by hand"]
     versions = atlas.packages[spec.engine].versions
     keys = [k.lower() for k in spec.keywords]
-    cands = [make_template(raw) for raw, low in atlas.stored_by_package(spec.engine) if any(k in low for k in keys)]
+    cands = [make_template(raw) for raw in atlas.stored_holding(spec.engine, keys)]
     out = [f"## {sig_id}", f"affects: {_claimed(versions, spec.affects)}; fixed_in: {spec.fixed_in or '-'}; "
            f"keywords: {spec.keywords}"]
     if not cands:

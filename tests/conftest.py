@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -79,12 +79,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 _SAVED_CACHE_HOME: list[str | None] = []
 
 
+# Examples per property test (tests/test_properties.py: property_examples()): every one in CI
+# (with the slow tests), a third of them in a plain `python -m pytest` (the same derandomized
+# sequence, cut short).
+EXAMPLES_CI, EXAMPLES_LOCAL = 150, 50
+_RUN: dict[str, bool] = {"slow": False}
+
+
+def property_examples() -> int:
+    return EXAMPLES_CI if _RUN["slow"] else EXAMPLES_LOCAL
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The catalogue cache of this run (and of the subprocesses it starts) lives in a temporary
     directory, set before any test module loads a catalogue: the tests never write into the
     user's ~/.cache, and a stale cache there cannot hide a change to the catalogue."""
     _SAVED_CACHE_HOME.append(os.environ.get("XDG_CACHE_HOME"))
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="triage-tests-cache-")
+    _RUN["slow"] = slow_tests_run(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -94,6 +106,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     before = _SAVED_CACHE_HOME.pop()
     if before is not None:
         os.environ["XDG_CACHE_HOME"] = before
+
+
+def linear(cost: Callable[[str], float], small: str, big: str, factor: float = 8) -> tuple[float, float]:
+    """(cost of small, cost of big) for a linearity check `big < factor * small + 50 ms`
+    (CPU seconds from `cost`): measured once each, and when the check would fail, once more
+    each, keeping the faster (a loaded machine only ever adds time). The faster of two used
+    to be taken every time; only a failing ratio needs the second measurement."""
+    t_small, t_big = cost(small), cost(big)
+    if not t_big < factor * t_small + 0.05:
+        t_small, t_big = min(t_small, cost(small)), min(t_big, cost(big))
+    return t_small, t_big
 
 
 @pytest.fixture(scope="session")

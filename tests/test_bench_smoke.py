@@ -179,3 +179,13 @@ def test_bench_markdown_runs(tmp_path, monkeypatch):
     mod._hostile().distinct_tracebacks(log, 200)
     row = mod.bench(log, 200)
     assert row["failures"] == 201 and row["markdown_total_s"] > 0 and row["json_total_s"] > 0
+
+
+@pytest.mark.slow  # four interpreters; the same guards run in process in test_nothing_lost.py
+def test_bench_hostile_runs_the_hostile_corpus_labels(tmp_path):
+    """benchmarks/bench_hostile.py --cases labels: each hostile label of `catalogue backtest`
+    (alias bomb, /dev/zero, FIFO, a large label: 3 MiB here, 300 by default) ends in one error
+    line, exit 2, within its time bound."""
+    rows = load("bench_hostile").bench_labels(tmp_path, label_mb=3, bound=60)
+    assert [r["case"] for r in rows] == ["label-alias-bomb", "label-dev-zero", "label-fifo", "label-huge"]
+    assert all(r["ok"] and r["exit"] == 2 and r["one_line"] for r in rows), rows

@@ -11,6 +11,7 @@ while Ray starts. Skipped only where Ray cannot be imported; `pip install '.[tes
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -19,8 +20,11 @@ import textwrap
 import pytest
 from fleet_archive import SIGNATURES, make_archive
 
-pytest.importorskip("ray", reason="Ray is not installed: pip install 'triage[ray]' (the test extra has it)")
-pytestmark = pytest.mark.slow  # Ray's start-up: most of the suite's CPU (tests/conftest.py: --slow, CI)
+# found, not imported: importing Ray cost every worker a second when collecting tests that a
+# plain run skips (the tests run Ray in a child)
+pytestmark = [pytest.mark.slow,  # Ray's start-up: most of the suite's CPU (tests/conftest.py: --slow, CI)
+              pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                 reason="Ray is not installed: pip install 'triage[ray]' (the test extra has it)")]
 
 ON_RAY = textwrap.dedent("""
     import json, logging, sys

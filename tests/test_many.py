@@ -6,7 +6,7 @@ import shutil
 from conftest import FIXTURES, run_cli
 
 
-def _deployment(tmp_path, n=200):
+def _deployment(tmp_path, n=40):
     d = tmp_path / "logs"
     d.mkdir()
     kinds = ["vllm-v1-max-seq-len.log", None, "segfault-killed.log", "vllm-v0-interleaved-oom.log"]
@@ -23,7 +23,7 @@ def _deployment(tmp_path, n=200):
     return d
 
 
-def test_directory_of_200_logs_uses_both_cores_and_groups(tmp_path, monkeypatch):
+def test_directory_of_40_logs_uses_both_cores_and_groups(tmp_path, monkeypatch):
     import multiprocessing as mp
 
     import triage.commands.many as many
@@ -46,14 +46,14 @@ def test_directory_of_200_logs_uses_both_cores_and_groups(tmp_path, monkeypatch)
     d = _deployment(tmp_path)
     paths = sorted(str(p) for p in d.iterdir())
     reports, errors = many.analyze_many(paths, load_catalogue(), Options())
-    assert pools == [2] and not errors and len(reports) == 200
+    assert pools == [2] and not errors and len(reports) == 40
     s = many.summarise(reports)
-    assert s.logs == 200 and s.failed == 200
+    assert s.logs == 40 and s.failed == 40
     by_key = {g.key: g for g in s.groups}
-    assert len(by_key["vllm-max-seq-len-exceeds-kv-cache"].logs) == 50
-    assert len(by_key["torch-cuda-out-of-memory"].logs) == 50
+    assert len(by_key["vllm-max-seq-len-exceeds-kv-cache"].logs) == 10
+    assert len(by_key["torch-cuda-out-of-memory"].logs) == 10
     unknown = [g for g in s.groups if g.key.startswith("fingerprint:")]
-    assert unknown and all(len(g.logs) == 50 for g in unknown)  # one fingerprint across 50 logs
+    assert unknown and all(len(g.logs) == 10 for g in unknown)  # one fingerprint across 10 logs (ranks, times, paths differ)
 
 
 def test_cli_summary_over_a_directory_and_a_glob(tmp_path):

@@ -273,22 +273,38 @@ def test_a_report_written_beside_the_logs_is_not_read_back(tmp_path):
     assert json.loads(p.stdout)["summary"]["read"] == 2, p.stdout
 
 
-def test_a_directory_of_non_logs(tmp_path):
+@pytest.mark.parametrize("command", ["analyze", "fleet"])
+def test_a_directory_of_non_logs(tmp_path, command):
+    """A README, a binary and an image: not "no failure found", exit 0, but one line saying that
+    no file looked like a server log, how many were skipped and why, exit 2 (bad input)."""
     d = tmp_path / "stuff"
     d.mkdir()
     (d / "README.md").write_text("# Notes\n\nNothing to see here.\n")
     (d / "blob.bin").write_bytes(bytes(range(256)) * 64)
-    p = run_cli("analyze", str(d))
-    assert p.returncode == 2
+    (d / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    p = run_cli(command, str(d), "-j", "1")
+    assert p.returncode == 2 and not p.stdout, (p.returncode, p.stdout[:300])
     line = p.stderr.decode()
-    assert line.count("\n") == 1 and "no file looks like a server log" in line and "README.md" in line, line
-    # beside a real log: analysed, and each non-log says so
-    (d / "server.log").write_bytes(CRASH.read_bytes())
-    p = run_cli("analyze", str(d), "--format", "json")
-    assert p.returncode == 1
+    assert line.count("\n") == 1 and line.startswith("triage: error: "), line
+    assert "no file looks like a server log; 3 files skipped (2 binary: blob.bin, logo.png; " in line, line
+    assert "1 text with no timestamp, engine line or failure: README.md)" in line, line
+    # --exit-zero does not hide bad input; the same line with a process pool (fleet's batches of one)
+    assert run_cli(command, str(d), "--exit-zero").returncode == 2
+    if command == "fleet":
+        assert run_cli("fleet", str(d), "-j", "2", "--batch", "1").stderr.decode() == line
+    # beside a healthy log: as before, no failure, exit 0
+    (d / "server.log").write_text("[2025-06-24 22:26:47] INFO: The server is fired up and ready to roll!\n")
+    p = run_cli(command, str(d), "--format", "json")
+    assert p.returncode == 0, p.stderr
+    if command == "fleet":
+        assert json.loads(p.stdout)["summary"]["read"] == 4
+        return
     notes = {Path(r["source"]).name: r["notes"] for r in json.loads(p.stdout)["reports"]}
     assert any("looks like a server log" in n for n in notes["README.md"])
     assert not any("looks like a server log" in n for n in notes["server.log"])
+    # beside a crashed one: exit 1
+    (d / "crash.log").write_bytes(CRASH.read_bytes())
+    assert run_cli(command, str(d)).returncode == 1
 
 
 # -- triage new on a failure only a generic signature names (item 7) ------------------------------

@@ -33,7 +33,7 @@ def triage(*args: str, ok: tuple[int, ...] = (0, 1, 2), stdin: str | None = None
     """`triage ARGS` in this process (conftest.run_cli: the entry point's error handling, bytes
     through pipes' encodings), its output as text."""
     p = run_cli(*args, stdin=None if stdin is None else stdin.encode(), cwd=cwd,
-                env={"TRIAGE_NO_CACHE": "1", "TRIAGE_DEBUG": ""})
+                env={"TRIAGE_DEBUG": ""})  # the run's catalogue cache: conftest.pytest_configure
     p = subprocess.CompletedProcess(p.args, p.returncode, p.stdout.decode(), p.stderr.decode())
     assert p.returncode in ok, (p.returncode, p.stderr[-2000:])
     return p

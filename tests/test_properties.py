@@ -7,6 +7,7 @@ called directly (no subprocess) to keep the whole file within ~30 s.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -14,6 +15,7 @@ import re
 import time
 
 import pytest
+from conftest import property_examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,9 +27,15 @@ from triage.pipeline.scan import scan
 from triage.render.json_out import render_json
 from triage.render.markdown import render_markdown
 
-CAT = load_catalogue()
+
+@functools.cache
+def _cat():  # noqa: ANN202 - loaded by the first test that runs, not when the suite is collected
+    return load_catalogue()
+
+
 OPTS = Options(prefer_hyperscan=False, workers=1)
-PROFILE = settings(max_examples=150, deadline=None, derandomize=True, database=None,
+# 150 examples in CI (with the slow tests), 50 in a plain `python -m pytest` (conftest)
+PROFILE = settings(max_examples=property_examples(), deadline=None, derandomize=True, database=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 BOUND = 5.0  # CPU seconds for one example (wall time would fail on a loaded machine); the real cost is milliseconds
 
@@ -61,9 +69,9 @@ def _check(report, started: float) -> None:  # noqa: ANN001
 
 
 def _analyze_bytes(data: bytes, size: int | None = None):  # noqa: ANN202
-    pf = prefilter_for(CAT, False)
+    pf = prefilter_for(_cat(), False)
     chunks = iter_chunks(io.BytesIO(data), size=size) if size else iter_chunks(io.BytesIO(data))
-    return analyze_scan(scan(chunks, pf), "<bytes>", CAT, OPTS)
+    return analyze_scan(scan(chunks, pf), "<bytes>", _cat(), OPTS)
 
 
 @PROFILE
@@ -88,7 +96,7 @@ def test_chunk_size_does_not_change_the_result(data, size):
 @given(st.text(max_size=2048))
 def test_any_text(text):
     t = time.process_time()
-    _check(analyze_text(text, CAT, options=OPTS), t)
+    _check(analyze_text(text, _cat(), options=OPTS), t)
 
 
 # -- structured logs from real line shapes ------------------------------------------------------

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import linear
 
 from triage.pipeline.redact import (
     MASK,
@@ -255,12 +256,9 @@ PATHOLOGICAL = ["-----BEGIN PRIVATE KEY-----\n", "a_key=", "wandb.login(key=", "
 
 
 def _cost(text: str) -> float:
-    best = float("inf")
-    for _ in range(2):  # the faster of two: a loaded machine only ever adds time
-        t = time.process_time()  # CPU time: another process (or xdist worker) does not inflate it
-        redact_text(text, ips=True)
-        best = min(best, time.process_time() - t)
-    return best
+    t = time.process_time()  # CPU time: another process (or xdist worker) does not inflate it
+    redact_text(text, ips=True)
+    return time.process_time() - t
 
 
 @pytest.mark.parametrize("unit", PATHOLOGICAL, ids=[repr(u[:12]) for u in PATHOLOGICAL])
@@ -268,6 +266,6 @@ def test_redaction_is_linear_on_pathological_input(unit: str):
     """The new shapes on top of tests/test_hardening.py's 1 MiB lines: four times the text costs
     about four times as much (a quadratic path would cost sixteen), whatever the machine's load."""
     small, big = unit * ((1 << 16) // len(unit)), unit * ((1 << 18) // len(unit))
-    t_small, t_big = _cost(small), _cost(big)
+    t_small, t_big = linear(_cost, small, big)
     assert t_big < 8 * t_small + 0.05, (t_small, t_big)
     assert t_big < 10, t_big

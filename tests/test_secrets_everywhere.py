@@ -123,7 +123,7 @@ def leaks(text: str) -> list[str]:
 def triage(*args: str, ok: tuple[int, ...] = (1,)) -> subprocess.CompletedProcess:
     """`triage ARGS` in this process (conftest.run_cli: the entry point's error handling, bytes
     through pipes' encodings), its output as text."""
-    p = run_cli(*args, env={"TRIAGE_NO_CACHE": "1", "TRIAGE_DEBUG": ""})
+    p = run_cli(*args, env={"TRIAGE_DEBUG": ""})  # the run's catalogue cache: conftest.pytest_configure
     p = subprocess.CompletedProcess(p.args, p.returncode, p.stdout.decode(), p.stderr.decode())
     assert "Traceback (most recent" not in p.stderr.replace("Scheduler hit an exception: Traceback (most recent", "")
     assert p.returncode in ok, (p.returncode, p.stderr[-2000:])

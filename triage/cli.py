@@ -185,7 +185,7 @@ def _exit(code: int, exit_zero: bool, zeroed: tuple[int, ...] = (1,)) -> None:
 def analyze(
     ctx: typer.Context,
     logs: Annotated[list[str], typer.Argument(metavar="LOG", show_default=False,
-                                              help="Log files, directories or globs; '-' reads stdin. .gz is read transparently.")],
+                                              help="Log files, directories or globs; '-' reads stdin. .gz is read transparently. A directory where no file looks like a server log (binaries, text with no log line) is an input error: exit 2.")],
     format: AnalyzeFormatOpt = None,
     output: OutputOpt = None,
     catalogue: CatalogueOpt = None,
@@ -240,7 +240,7 @@ def analyze(
 @app.command(cls=_Command)
 def fleet(
     ctx: typer.Context,
-    source: Annotated[str, typer.Argument(metavar="SOURCE", help="A log archive: a directory tree, a glob, or an object-storage URL (s3://, gs://: needs fsspec and its filesystem package). .gz is read transparently.")],
+    source: Annotated[str, typer.Argument(metavar="SOURCE", help="A log archive: a directory tree, a glob, or an object-storage URL (s3://, gs://: needs fsspec and its filesystem package). .gz is read transparently. An archive where no file looks like a server log (binaries, text with no log line) is an input error: exit 2.")],
     ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS|auto|local", help="Run on Ray: local starts Ray here, auto joins this machine's cluster, or a cluster address. Without it: the local process pool.")] = None,  # noqa: UP045
     since: Annotated[Optional[str], typer.Option("--since", metavar="DATE", help="Only failures at or after DATE (2026-11-24, 2026-11-24T08:00, or an age: 7d, 12h).")] = None,  # noqa: UP045
     format: FormatOpt = None,
@@ -270,8 +270,12 @@ def fleet(
     if output is not None and holds(source, output):
         raise TriageError(f"--output {output} is inside the archive {source}; refusing to overwrite a log")
     when = parse_since(since) if since is not None else None
-    opts = FleetOptions(ray=ray, since=when, jobs=njobs, batch=batch, catalogue_dirs=s.catalogues(catalogue))
+    opts = FleetOptions(ray=ray, since=when, jobs=njobs, batch=batch, catalogue_dirs=s.catalogues(catalogue), cache=True)
     tally = run_fleet(source, opts)
+    if tally.read and sum(tally.not_logs.values()) == tally.read and not tally.failed and not tally.skipped_old:
+        from triage.commands.analyze import no_log_error
+
+        raise no_log_error(source, tally.not_logs, tally.not_log_names)
     doc = out.data(leaderboard(tally, source, when), keep=IDS)
     write_output(render(doc, fmt), output, markdown=fmt == "markdown")
     if tally.failed:

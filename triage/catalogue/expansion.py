@@ -16,6 +16,7 @@ unrolls): the tree is what will be compiled, however the source spells it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from typing import Any
@@ -177,10 +178,12 @@ def _tree_units(tree: Any, cap: int) -> int:
     return sizes.get(id(tree), 1)
 
 
-def check_expansion(p: str, limit: int = MAX_UNITS, parse: bool = True) -> None:
-    """Raise PatternTooLarge when `p` would compile to more than `limit` units. With
-    parse=False only the source is read (40x cheaper): for a pattern that had the full check
-    when its YAML was read (a spec from the cache, or pickled to a backtest worker)."""
+@functools.lru_cache(maxsize=4096)
+def _units(p: str, limit: int, parse: bool) -> int:
+    """The size estimate of check_expansion, kept per pattern: a pure function of the source,
+    and most of the cost of loading a catalogue from its YAML (a process that loads it again,
+    `catalogue check`, `fleet`, `backtest --against`, sizes each pattern once). A pattern that
+    nests too deeply raises, and a raise is not kept."""
     units = expanded_units(p, limit)
     if units <= limit and parse:
         try:
@@ -189,6 +192,14 @@ def check_expansion(p: str, limit: int = MAX_UNITS, parse: bool = True) -> None:
             raise PatternTooLarge("pattern nests groups too deeply to compile") from None
         if tree is not None:
             units = max(units, _tree_units(tree, limit))
+    return units
+
+
+def check_expansion(p: str, limit: int = MAX_UNITS, parse: bool = True) -> None:
+    """Raise PatternTooLarge when `p` would compile to more than `limit` units. With
+    parse=False only the source is read (40x cheaper): for a pattern that had the full check
+    when its YAML was read (a spec from the cache, or pickled to a backtest worker)."""
+    units = _units(p, limit, parse)
     if units > limit:
         raise PatternTooLarge(f"pattern expands to more than {limit:,} units when compiled "
                               "(nested or very large counted repeats such as (a{100}){100}); write it without them")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,9 @@ def expand_inputs(items: list[str]) -> list[str]:
 
 NOT_A_LOG = "nothing in it looks like a server log: no timestamp, no engine line, no failure"
 
+# How much of a non-log is read to tell a binary file from text with no log line in it.
+SNIFF_BYTES = 8192
+
 
 def looks_like_a_log(r: Report) -> bool:
     """Whether anything in the file is what a server log holds: a failure or a catalogue match,
@@ -88,17 +92,52 @@ def looks_like_a_log(r: Report) -> bool:
     return bool(r.failures or r.findings or r.environment.engine or r.timeline.first_time)
 
 
+def non_log_kind(path: str) -> str:
+    """Why a file that holds nothing of a log is not one: "binary" (a NUL, or mostly bytes that
+    are not text, in its first 8 KiB as the reader decodes them: after .gz, .xz, UTF-16) or
+    "no log lines" (text: a README, notes). Only regular files are opened again."""
+    from triage.pipeline.read import open_source
+
+    if not Path(path).is_file():
+        return "no log lines"
+    try:
+        with open_source(path) as fh:
+            head = fh.read(SNIFF_BYTES)
+    except Exception:  # noqa: BLE001 - it was just read whole; this only words the message
+        return "no log lines"
+    if b"\0" in head:
+        return "binary"
+    text = head.decode("utf-8", "replace")
+    odd = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in "\t\n\r\f\x1b"))
+    return "binary" if odd * 20 > len(text) else "no log lines"
+
+
+def no_log_error(where: str, counts: Mapping[str, int], names: Mapping[str, list[str]]) -> TriageError:
+    """The one line for a directory (or archive) where no file looks like a server log: how many
+    files were skipped and why (`counts` by kind: "binary", "no log lines"), each reason with the
+    first few of its `names`."""
+    total = sum(counts.values())
+    parts = []
+    for kind in sorted(counts, key=lambda k: (-counts[k], k)):
+        first = sorted(names.get(kind, ()))[:5]
+        shown = ", ".join(Path(n).name for n in first) + (f" and {counts[kind] - len(first)} more" if counts[kind] > len(first) else "")
+        what = "binary" if kind == "binary" else "text with no timestamp, engine line or failure"
+        parts.append(f"{counts[kind]} {what}: {shown}")
+    files = "file" if total == 1 else "files"
+    return TriageError(f"{where}: no file looks like a server log; {total} {files} skipped ({'; '.join(parts)})")
+
+
 def _mark_non_logs(result: Analysis, dirs: list[str]) -> None:
     """Files of a directory that hold nothing of a log are said to be so (a note on their
-    report); a directory where no file does is an input error, not "no failure"."""
+    report); a directory where no file does is an input error (exit 2), not "no failure"."""
     strangers = [r for r in result.reports if not looks_like_a_log(r)]
     for r in strangers:
         r.notes.insert(0, NOT_A_LOG)
     if dirs and strangers and len(strangers) == len(result.reports) and not result.errors:
-        names = ", ".join(Path(r.source).name for r in strangers[:5]) + (
-            f" and {len(strangers) - 5} more" if len(strangers) > 5 else "")
-        raise TriageError(f"{', '.join(dirs)}: no file looks like a server log ({names}: "
-                          "no timestamp, no engine line, no failure)")
+        kinds: dict[str, list[str]] = {}
+        for r in strangers:
+            kinds.setdefault(non_log_kind(r.source), []).append(r.source)
+        raise no_log_error(", ".join(dirs), {k: len(v) for k, v in kinds.items()}, kinds)
 
 
 def _offset(text: str | None) -> Any:

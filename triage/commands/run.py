@@ -385,7 +385,7 @@ def _finish(server: Server, w: Watcher, out: Printer, rc: int) -> int:
                 oom = " A SIGKILL nobody sent by hand is usually the kernel's OOM killer: see `dmesg`." \
                     if -rc == signal.SIGKILL else ""
                 out.write(f"# Triage: {w.path}\n\n**Verdict:** the server was killed by {signal_name(-rc)} while "
-                          f"{w.phases.phase}, after {w.line_no:,} lines; its log names no failure.{oom}\n",
+                          f"{w.phases.phase}, after {w.line_no:,} {'line' if w.line_no == 1 else 'lines'}; its log names no failure.{oom}\n",
                           markdown=True)
                 return code
             out.report(report)

@@ -531,7 +531,12 @@ def _corrupt(name: str, e: BaseException, tool: str = "gzip -dc") -> TriageError
 
 
 def _snapshot_size(stream: BinaryIO) -> int | None:
-    """Bytes left in a plain regular file (not a decompressor, pipe or terminal), else None."""
+    """Bytes left in a plain regular file (not a decompressor, pipe or terminal) or in an
+    in-memory log (analyze_text: a catalogue example's 200 bytes had a 9 MiB buffer zeroed,
+    1.4 ms of each of `catalogue check`'s 830 examples), else None."""
+    if type(stream) is io.BytesIO:
+        with stream.getbuffer() as view:  # released at once: a held view would pin the buffer
+            return max(0, view.nbytes - stream.tell())
     if type(stream) not in (io.BufferedReader, io.FileIO):
         return None
     try:

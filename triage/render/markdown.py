@@ -195,15 +195,21 @@ def size(n: int) -> str:
 
 
 class StatesAFix(Protocol):
-    """What a finding and a catalogue signature both say about the upstream fix."""
+    """What a finding and a catalogue signature both say about the upstream fix (read-only
+    properties: a signature's engine is a Literal, which a settable `str` member refused)."""
 
     @property
-    def engine(self) -> str: ...  # read-only: a signature's is a Literal of the engine names
-    fixed_in: str | None
-    fix_pr: str | None
-    affects: str | None
-    open_issue: str | None
-    no_upstream_fix: str | None
+    def engine(self) -> str: ...
+    @property
+    def fixed_in(self) -> str | None: ...
+    @property
+    def fix_pr(self) -> str | None: ...
+    @property
+    def affects(self) -> str | None: ...
+    @property
+    def open_issue(self) -> str | None: ...
+    @property
+    def no_upstream_fix(self) -> str | None: ...
 
 
 def prlabel(url: str) -> str:

@@ -85,7 +85,7 @@ def check_signature(atlas: Atlas, sig: Signature) -> list[str]:
     # the engine's templates that hold one of the signature's keywords (which every match of its
     # patterns holds, so a template without them cannot be what it is about)
     keys = [k.lower() for k in spec.keywords]
-    cands = [make_template(raw) for raw, low in atlas.stored_by_package(spec.engine) if any(k in low for k in keys)]
+    cands = [make_template(raw) for raw in atlas.stored_holding(spec.engine, keys)]
     if not cands:
         return []  # nothing of the engine's own source says these words: a torch/CUDA/C++ message
     matching = [t for t in cands if _matches(sig, t)]

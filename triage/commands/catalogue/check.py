@@ -275,7 +275,7 @@ def check(dirs: list[str] | None, extra: list[str], verbose: bool = True) -> tup
     # a user's catalogue may reference the built-in workarounds
     if dirs and not any(Path(d).resolve() in [b.resolve() for b in builtin_dirs()] for d in dirs):
         try:
-            base = load_catalogue()
+            base = load_catalogue(cache=True)  # the built-in entries, for references only: as analyze reads them
             for wid, w in base.workarounds.items():
                 if wid not in cat.workarounds:
                     cat.workarounds[wid] = w

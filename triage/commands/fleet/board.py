@@ -17,6 +17,8 @@ from typing import Any
 # errors listed by name (the rest only counted), so that an archive of unreadable files
 # cannot grow the driver either; the ones kept are the first by path, whatever the order
 MAX_ERRORS = 100
+# names of files that do not look like logs kept per kind (the rest counted), for the error line
+MAX_NAMES = 5
 
 
 @dataclass
@@ -101,7 +103,12 @@ class Tally:
     read: int = 0
     failed: int = 0
     skipped: int = 0
+    skipped_old: int = 0  # of `skipped`: last written before --since
     with_failure: int = 0  # logs with at least one failure counted (after --since)
+    # read, but nothing in them looks like a server log (a README, a binary): how many of each
+    # kind ("binary", "no log lines"), and the first few names of each (by path)
+    not_logs: Counter[str] = field(default_factory=Counter)
+    not_log_names: dict[str, list[str]] = field(default_factory=dict)
     groups: dict[str, Group] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)  # path -> why, at most MAX_ERRORS
 
@@ -110,11 +117,19 @@ class Tally:
         self.errors[path] = why
         self._cap_errors()
 
+    def not_a_log(self, path: str, kind: str) -> None:
+        self.not_logs[kind] += 1
+        self.not_log_names[kind] = sorted({*self.not_log_names.get(kind, ()), path})[:MAX_NAMES]
+
     def merge(self, other: Tally) -> None:
         self.read += other.read
         self.failed += other.failed
         self.skipped += other.skipped
+        self.skipped_old += other.skipped_old
         self.with_failure += other.with_failure
+        self.not_logs.update(other.not_logs)
+        for kind, names in other.not_log_names.items():
+            self.not_log_names[kind] = sorted({*self.not_log_names.get(kind, ()), *names})[:MAX_NAMES]
         for key, g in other.groups.items():
             mine = self.groups.get(key)
             if mine is None:

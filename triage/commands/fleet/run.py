@@ -21,6 +21,7 @@ class FleetOptions:
     batch: int = 32  # logs per task
     catalogue_dirs: list[str] = field(default_factory=list)
     prefer_hyperscan: bool = True
+    cache: bool = False  # the driver's catalogue through the on-disk cache (the CLI's choice, as for analyze)
 
 
 def batches(files: Iterator[LogFile], size: int) -> Iterator[Batch]:
@@ -36,7 +37,7 @@ def run_fleet(source: str, opts: FleetOptions) -> Tally:
     job = Job(tuple(opts.catalogue_dirs), opts.since, opts.prefer_hyperscan)
     # loaded afresh for every run (a second run in one process sees an edited catalogue), once,
     # before any worker starts: a broken catalogue fails here, and a forked pool inherits it
-    catalogue(job.catalogue_dirs, fresh=True)
+    catalogue(job.catalogue_dirs, fresh=True, cache=opts.cache)
     files = list_source(source)
     first = next(files)  # a source without files is an error before Ray or a pool is started
     total = Tally()

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from triage.catalogue.load import Catalogue, load_catalogue
+from triage.commands.analyze import looks_like_a_log, non_log_kind
 from triage.commands.fleet.board import Group, Tally
 from triage.commands.fleet.source import LogFile, is_url
 from triage.commands.fleet.when import from_mtime, real_time
@@ -42,12 +43,13 @@ class Job:
     prefer_hyperscan: bool = True
 
 
-def catalogue(dirs: tuple[str, ...], fresh: bool = False) -> Catalogue:
+def catalogue(dirs: tuple[str, ...], fresh: bool = False, cache: bool = False) -> Catalogue:
     """The catalogue, loaded once per process (a forked pool inherits the driver's); `fresh`:
-    load it again (the driver, at the start of each run)."""
+    load it again (the driver, at the start of each run), through the on-disk cache with
+    `cache` (which keys it by the entries' files: an edited entry is read again)."""
     cat = None if fresh else _CATALOGUES.get(dirs)
     if cat is None:
-        cat = _CATALOGUES[dirs] = load_catalogue(list(dirs))
+        cat = _CATALOGUES[dirs] = load_catalogue(list(dirs), cache=cache)
     return cat
 
 
@@ -59,8 +61,10 @@ def analyse_batch(files: list[LogFile], job: Job) -> Tally:
         if lf.error is not None:  # known unreadable when listed: reported, not opened
             tally.fail(lf.path, lf.error)
             continue
-        if _skip(lf, job):
+        skip = _skip(lf, job)
+        if skip:
             tally.skipped += 1
+            tally.skipped_old += skip == "old"
             continue
         why = ""
         for _attempt in range(2):
@@ -73,6 +77,8 @@ def analyse_batch(files: list[LogFile], job: Job) -> Tally:
             tally.fail(lf.path, why)
             continue
         tally.read += 1
+        if not looks_like_a_log(report):
+            tally.not_a_log(lf.path, "no log lines" if is_url(lf.path) else non_log_kind(lf.path))
         add_report(tally, report, lf, host, job.since)
     return tally
 
@@ -93,18 +99,19 @@ def describe(e: BaseException, path: str | None = None) -> str:
     return f"internal error: {type(e).__name__}: {e}"
 
 
-def _skip(lf: LogFile, job: Job) -> bool:
-    """Empty files, files last written before --since (nothing in them can be newer), and
-    triage's own reports (a leaderboard written into the archive quotes its crashes)."""
+def _skip(lf: LogFile, job: Job) -> str | None:
+    """Why a file is not analysed, if it is not: "empty", "old" (last written before --since:
+    nothing in it can be newer), "own" (triage's own report: a leaderboard written into the
+    archive quotes its crashes)."""
     if lf.size == 0:
-        return True
+        return "empty"
     if not is_url(lf.path):
         from triage.core.output import is_own_output
 
         if is_own_output(lf.path):
-            return True
+            return "own"
     written = from_mtime(lf.mtime)
-    return job.since is not None and written is not None and written < job.since
+    return "old" if job.since is not None and written is not None and written < job.since else None
 
 
 def analyse_file(lf: LogFile, cat: Catalogue, opts: Options) -> tuple[Report, str | None]:

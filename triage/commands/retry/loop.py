@@ -61,7 +61,7 @@ def _retry(command: list[str], log_path: str | None, opts: WatchOptions, retries
     if not command:
         raise TriageError("no command to run (usage: triage run --retry N [OPTIONS] -- COMMAND ...)")
     base = log_path or default_log_name()
-    cat = load_catalogue(opts.catalogue_dirs)
+    cat = load_catalogue(opts.catalogue_dirs, cache=True)  # as watch's Watcher loads it
     plan = Plan(Launch(argv=list(command)), cat, os.environ)
     out = AttemptPrinter(opts.fmt, redact=opts.redact, redact_ips=opts.redact_ips, stream=stream,
                          stream_name=opts.output)
@@ -164,7 +164,7 @@ def plan_from_log(log: str, command: list[str], opts: WatchOptions, retries: int
         raise TriageError(f"--retry must be at least 1 (got {retries})")
     if not os.path.isfile(log):
         raise TriageError(f"--log {log}: no such file (with --dry-run, --log names the log of the failed server)")
-    cat = load_catalogue(opts.catalogue_dirs)
+    cat = load_catalogue(opts.catalogue_dirs, cache=True)  # as watch's Watcher loads it
     report = analyze_file(log, cat)
     env = report.environment
     argv = list(command) or (split_command(env.launch_command) if env.launch_command else launch_args(env) or [])
