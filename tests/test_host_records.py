@@ -264,3 +264,16 @@ def test_fleet_reads_each_nodes_bundle_and_counts_a_host_fault_under_its_cause(t
     assert doc["summary"]["files"] == 2  # the records are not logs of their own
     assert rows["host: Xid 79"]["logs"] == 1 and "drain the node" in json.dumps(rows["host: Xid 79"])
     assert rows["nccl-watchdog-collective-timeout"]["logs"] == 1  # node2's old Xids are not blamed
+
+
+def test_a_fifo_beside_the_logs_is_never_opened_to_sniff_it(tmp_path):
+    import os
+
+    d = tmp_path / "node"
+    shutil.copytree(HOST / "xid79-nccl", d)
+    os.mkfifo(d / "pipe")
+    from triage.pipeline.host.source import sniff_file
+
+    assert sniff_file(str(d / "pipe")) is None  # returns at once: no writer would ever come
+    p = run_cli("fleet", str(tmp_path), "--format", "json")
+    assert p.returncode in (0, 1) and json.loads(p.stdout)["summary"]["files"] >= 1

@@ -88,8 +88,14 @@ def sniff(lines: list[str]) -> str | None:
 
 
 def sniff_file(path: str, head_bytes: int = 256 * 1024) -> str | None:
-    """The kind of a file from its head only (for deciding whether a directory is a bundle)."""
+    """The kind of a file from its head only (for deciding whether a directory is a bundle).
+    Only a regular file is opened: a FIFO in the directory would block the open forever."""
+    import os
+    import stat
+
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         with open(path, "rb") as fh:
             data = fh.read(head_bytes)
     except OSError:
