@@ -166,20 +166,6 @@ def check_options(options: Options, jobs: int) -> None:
         raise TriageError("--command is empty")
 
 
-def bundle(paths: list[str]) -> tuple[str, list[str]] | None:
-    """A directory's files as one incident: exactly one server log and, beside it, only host
-    records triage recognises (kernel log, nvidia-smi, kubectl, Slurm). Anything else is a
-    directory of separate logs, analysed as before."""
-    from triage.pipeline.host.source import sniff_file
-
-    kinds = {p: sniff_file(p) for p in paths}
-    records = [p for p, k in kinds.items() if k is not None]
-    logs = [p for p, k in kinds.items() if k is None]
-    if len(logs) == 1 and records:
-        return logs[0], records
-    return None
-
-
 def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: Options | None = None, *,
                  baseline: str | None = None, redact: bool = True, redact_ips: bool = False, jobs: int = 0,
                  with_records: list[str] | None = None, host_offset: str | None = None) -> Analysis:
@@ -192,6 +178,8 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
     offset = _offset(host_offset)
     paths = expand_inputs(logs)
     records = list(with_records or [])
+    from triage.pipeline.host.source import bundle
+
     if len(logs) == 1 and Path(logs[0]).is_dir() and len(paths) > 1 and (b := bundle(paths)) is not None:
         paths = [b[0]]
         records += b[1]

@@ -124,16 +124,15 @@ BUNDLE_MAX_FILES = 16
 
 
 def _bundle(top: str, names: list[str]) -> tuple[str, list[str]] | None:
-    """One server log and host records beside it, as `analyze DIR` decides (commands/analyze.py)."""
+    """One server log and host records beside it, by the rule `analyze DIR` applies."""
     if not 2 <= len(names) <= BUNDLE_MAX_FILES:
         return None
-    from triage.pipeline.host.source import sniff_file
+    from triage.pipeline.host.source import bundle
 
-    kinds = {n: sniff_file(os.path.join(top, n)) for n in names}
-    logs = [n for n, k in kinds.items() if k is None]
-    if len(logs) == 1:
-        return logs[0], [n for n, k in kinds.items() if k is not None]
-    return None
+    found = bundle([os.path.join(top, n) for n in names])
+    if found is None:
+        return None
+    return os.path.basename(found[0]), [os.path.basename(r) for r in found[1]]
 
 
 def _list_local(source: str) -> Iterator[LogFile]:

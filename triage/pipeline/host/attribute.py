@@ -38,19 +38,15 @@ def rank_number(rank: str) -> int | None:
 
 
 def _head(path: str) -> list[str]:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(HEAD_BYTES)
-    except OSError:
-        return []
-    if data[:2] == b"\x1f\x8b":
-        import gzip
+    """The log's first HEAD_BYTES, decoded as the scan decodes it (gzip, UTF-16 undone)."""
+    from triage.core.errors import TriageError
+    from triage.pipeline.read import open_source
 
-        try:
-            with gzip.open(path, "rb") as gz:
-                data = gz.read(HEAD_BYTES)
-        except (OSError, EOFError):
-            return []
+    try:
+        with open_source(path) as fh:
+            data = fh.read(HEAD_BYTES)
+    except (OSError, EOFError, TriageError):
+        return []
     return data.decode("utf-8", errors="replace").splitlines()
 
 

@@ -68,30 +68,34 @@ def _failure_time(report: Report, log_path: str | None, year: int | None) -> tup
         return server_time(fatal[0].time, year), f"the failure at line {fatal[0].line}"
     if report.timeline.crash_time:
         return server_time(report.timeline.crash_time, year), "the crash"
-    last = _last_time(log_path)
+    last = _last_time(log_path, report.lines)
     if last is not None:
         return server_time(last[1], year), f"the log's last timestamp (line {last[0]})"
     return None, "no time in the server log"
 
 
-def _last_time(log_path: str | None) -> tuple[int, str] | None:
-    """The last timestamp of the server log (its tail read), with its line number."""
-    if not log_path or log_path == "-":
+def _last_time(log_path: str | None, total_lines: int) -> tuple[int, str] | None:
+    """The last timestamp of the server log, read from its last 256 KiB only, with its line
+    number (the scan counted the lines: `total_lines` is the last one). A compressed log is
+    not seeked into: None."""
+    if not log_path or log_path == "-" or total_lines <= 0:
         return None
     from triage.pipeline.parse.lines import parse_line
 
     try:
         with open(log_path, "rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":
+                return None
             fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(0, size - 256 * 1024))
+            start = max(0, fh.tell() - 256 * 1024)
+            fh.seek(start)
             tail = fh.read()
-            fh.seek(0)
-            total = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
     except OSError:
         return None
     lines = tail.decode("utf-8", errors="replace").splitlines()
-    first_no = total - len(lines) + 1 + (0 if tail.endswith(b"\n") else 1)
+    if start > 0 and lines:
+        lines = lines[1:]  # begun mid-line
+    first_no = total_lines - len(lines) + 1
     for i in range(len(lines) - 1, -1, -1):
         ln = parse_line(first_no + i, lines[i])
         if ln.ts:

@@ -109,3 +109,15 @@ def sniff_file(path: str, head_bytes: int = 256 * 1024) -> str | None:
     if b"\x00" in data[:8192]:
         return None
     return sniff(data.decode("utf-8", errors="replace").splitlines())
+
+
+def bundle(paths: list[str]) -> tuple[str, list[str]] | None:
+    """A directory's files as one incident: exactly one server log and, beside it, only host
+    records of a kind above; None for anything else (a directory of separate logs). The one
+    rule `analyze DIR` and `fleet` (per node directory) both apply."""
+    kinds = {p: sniff_file(p) for p in paths}
+    logs = [p for p, k in kinds.items() if k is None]
+    records = [p for p, k in kinds.items() if k is not None]
+    if len(logs) == 1 and records:
+        return logs[0], records
+    return None
