@@ -212,11 +212,15 @@ class StatesAFix(Protocol):
     def no_upstream_fix(self) -> str | None: ...
 
 
-def prlabel(url: str) -> str:
-    """`PR #27038` for a GitHub pull request's URL, else the URL: the number is what people
-    search the changelog for."""
+def pr_number(url: str) -> str | None:
+    """`27038` for a GitHub pull request's URL: the number people search a changelog for."""
     m = re.match(r"https://github\.com/[^/\s]+/[^/\s]+/pull/(\d+)", url)
-    return f"PR #{m.group(1)} <{url}>" if m else f"<{url}>"
+    return m.group(1) if m else None
+
+
+def prlabel(url: str) -> str:
+    num = pr_number(url)
+    return f"PR #{num} <{url}>" if num else f"<{url}>"
 
 
 def properfix(x: StatesAFix) -> str:
@@ -272,8 +276,7 @@ def fixlink(fixed: str) -> str:
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "lmdeploy": "LMDeploy", "trtllm": "TensorRT-LLM", "tgi": "TGI",
                 "triton": "Triton"}
-_PACKAGE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "lmdeploy": "LMDeploy", "flashinfer": "FlashInfer",
-                  "xgrammar": "XGrammar", "transformers": "Transformers"}
+_PACKAGE_NAMES = {**ENGINE_NAMES, "flashinfer": "FlashInfer", "xgrammar": "XGrammar", "transformers": "Transformers"}
 
 
 def raised(f: Failure, report: Report) -> str:

@@ -96,13 +96,12 @@ def _short(text: str, n: int = 100) -> str:
 
 
 def _fix(r: dict[str, Any]) -> str:
-    from triage.render.markdown import inline
+    from triage.render.markdown import inline, pr_number
 
     fix = r["fix"] or {}
     if fix.get("fixed_in"):
-        pr = fix.get("fix_pr", "")
-        num = pr.rstrip("/").rsplit("/", 1)[-1] if "/pull/" in pr else ""
-        return f"upgrade: fixed in {inline(fix['fixed_in'])}" + (f" (PR #{num})" if num.isdigit() else "")
+        num = pr_number(fix.get("fix_pr") or "")
+        return f"upgrade: fixed in {inline(fix['fixed_in'])}" + (f" (PR #{num})" if num else "")
     if fix.get("open_issue"):
         return f"not fixed yet: {inline(fix['open_issue'])}"
     if fix.get("no_upstream_fix"):
