@@ -22,7 +22,7 @@ _ENV_TOOL = {"sglang": "python3 -m sglang.check_env", "vllm": "python collect_en
 MAX_TRACE_LINES = 80
 
 
-def _title(r: Report, f: Failure | None, engine: str) -> str:
+def _title(f: Failure | None, engine: str) -> str:
     prefix = _TITLE_PREFIX.get(engine, "")
     if f is None:
         return prefix + "server stopped without an error in its log"
@@ -130,9 +130,9 @@ def _same(r: Report, f: Failure | None, x: Finding | None) -> list[str]:
 
 def render_issue(r: Report) -> str:
     engine = r.environment.engine or "unknown"
-    fatal = r.fatal_failures
-    f = fatal[0] if fatal else (r.failures[0] if r.failures else None)
-    idx = r.failures.index(f) if f is not None else None
+    # the first process-level failure, else the first of any kind, with its index for the findings
+    idx = next((i for i, g in enumerate(r.failures) if g.fatal), 0 if r.failures else None)
+    f = r.failures[idx] if idx is not None else None
     x = next((y for y in r.findings if y.failure == idx and not y.generic), None) or (
         next((y for y in r.findings if y.failure == idx), None))
     describe = [f"The server failed: {inline(f.exception)}" + (f" ({inline(f.message[:300])})" if f and f.message else "")
@@ -160,7 +160,7 @@ def render_issue(r: Report) -> str:
     else:
         sections = [("Environment", _environment(r, engine)), ("What happened", [*describe, "", *found]),
                     ("Reproduction", _reproduction(r))]
-    out = [f"<!-- Title: {_title(r, f, engine).replace('--', '- -')} -->", ""]
+    out = [f"<!-- Title: {_title(f, engine).replace('--', '- -')} -->", ""]
     for name, body in sections:
         out += [f"### {name}", "", *body, ""]
     if same:
