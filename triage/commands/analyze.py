@@ -178,11 +178,13 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
     offset = _offset(host_offset)
     paths = expand_inputs(logs)
     records = list(with_records or [])
-    from triage.pipeline.host.source import bundle
+    if len(logs) == 1 and len(paths) > 1 and Path(logs[0]).is_dir():
+        from triage.pipeline.host.source import bundle  # only a directory can be a bundle
 
-    if len(logs) == 1 and Path(logs[0]).is_dir() and len(paths) > 1 and (b := bundle(paths)) is not None:
-        paths = [b[0]]
-        records += b[1]
+        b = bundle(paths)
+        if b is not None:
+            paths = [b[0]]
+            records += b[1]
     if records and len(paths) != 1:
         raise TriageError("--with reads the host records of one incident: give a single LOG (or a bundle directory)")
     if baseline is not None and len(paths) > 1:
