@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             df[w] += 1
     shards: list[dict[str, list]] = [defaultdict(list) for _ in range(atlas.SHARDS)]
     used: set[str] = set()
+    pointers: dict[str, set[str]] = defaultdict(set)
     for tkey, kw in tkeys.items():
         key = min(kw, key=lambda w: (df[w], -len(w), w))
         used.add(key)
@@ -153,9 +154,18 @@ def main(argv: list[str] | None = None) -> int:
                     runs.extend((vi, vi, lines[vi]))
             out_sites.append([path, func, cond, [n for n in nm if n not in env][:8], flags + env, runs])
         shards[atlas.shard_of(key)][key].append([name, exc, text, out_sites])
+        # a message cut off before its key word is still found through the words it starts with
+        head = [w for w in atlas.key_words(text, limit=atlas.HEAD) if w in df]
+        if head and key not in head:
+            hw = min(head, key=lambda w: (df[w], -len(w), w))
+            pointers[hw].add(key)
+    for hw, keys in pointers.items():
+        shards[atlas.shard_of(hw)][atlas.HEAD_MARK + hw] = sorted(keys)
     size = atlas.write(args.out, pkg_meta, [dict(s) for s in shards], used,
-                       extra={"built_from": {n: [m["versions"][0], m["versions"][-1]] for n, m in pkg_meta.items()}})
-    print(f"{len(tkeys)} templates filed under {len(used)} key words; {args.out}: {size / 1e6:.2f} MB; "
+                       extra={"built_from": {n: [m["versions"][0], m["versions"][-1]] for n, m in pkg_meta.items()}},
+                       heads=pointers)
+    print(f"{len(tkeys)} templates filed under {len(used)} key words ({len(pointers)} head words point to "
+          f"{sum(map(len, pointers.values()))}); {args.out}: {size / 1e6:.2f} MB; "
           f"{time.time() - t0:.0f} s in all", flush=True)
     return 0
 

@@ -194,3 +194,49 @@ def test_a_number_hole_next_to_a_unit_and_the_release_that_raised_it(tmp_path):
     assert [(s["file"], s["function"], s["versions"], s["in_version"], s["partial"]) for s in sites] == [
         ("vllm/v1/core/kv_cache_utils.py", "check_enough_kv_cache_memory", "0.9.1-0.12.0", True, False)]
     assert sites[0]["condition"] == "needed_memory > available_memory"
+
+
+# vLLM's configs are pydantic dataclasses from 0.10 on: a ValueError raised in a validator reaches
+# the log as "1 validation error for X" with the engine's own message on the next line
+# (vllm/config/scheduler.py, SchedulerConfig.verify_max_model_len, 0.11.1 on)
+PYDANTIC = ("  Value error, max_num_batched_tokens (8192) is smaller than max_model_len (128000). This effectively "
+            "limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. "
+            "Please increase max_num_batched_tokens or decrease max_model_len. [type=value_error, "
+            "input_value=ArgsKwargs((), {'runner_type': 'generate'}), input_type=ArgsKwargs]")
+
+
+def test_a_message_inside_a_pydantic_validation_error_is_located(tmp_path):
+    log = _log(tmp_path, "INFO 11-02 10:00:00 [api_server.py:1800] vLLM API server version 0.12.0",
+               "pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig", PYDANTIC,
+               "    For further information visit https://errors.pydantic.dev/2.11/v/value_error")
+    sites = _raised(log)
+    assert [(s["file"], s["function"], s["in_version"], s["partial"]) for s in sites] == [
+        ("vllm/config/scheduler.py", "SchedulerConfig.verify_max_model_len", True, False)]
+    assert sites[0]["template"].startswith("max_num_batched_tokens ({}) is smaller than max_model_len ({})")
+    # the same head with no item below it says nothing of where it came from
+    bare = _log(tmp_path, "pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig",
+                "INFO 11-02 10:00:01 [launcher.py:40] Shutting down", name="bare.log")
+    assert _raised(bare) == []
+
+
+# vLLM 0.22.0-0.32.0, vllm/v1/core/kv_cache_utils.py: the message as a paste that stops mid-word
+KV_CUT = "(EngineCore pid=316) ValueError: To serve at least one request with the model's max seq len (100000), (4.26 GiB KV cach"
+
+
+def test_a_message_the_log_cuts_off_mid_word_is_located_only_at_the_end_of_the_log(tmp_path):
+    sites = _raised(_log(tmp_path, "vLLM API server version 0.25.0", KV_CUT))
+    assert [(s["file"], s["function"], s["partial"]) for s in sites] == [
+        ("vllm/v1/core/kv_cache_utils.py", "_check_enough_kv_cache_memory", True)]
+    # the same line with the log going on after it is a whole message, and no release prints it
+    assert _raised(_log(tmp_path, "vLLM API server version 0.25.0", KV_CUT, "INFO shutting down",
+                        name="whole.log")) == []
+
+
+def test_a_cut_off_message_is_not_located_in_a_template_it_only_shares_a_short_start_with(tmp_path):
+    # "max_num_batched_tokens (" opens two of SchedulerConfig's messages; the line's own words
+    # after the number pick the right one, and another message with that opening is not taken
+    line = "ValueError: max_num_batched_tokens (8192) is smaller than max_model_len (1280"
+    sites = _raised(_log(tmp_path, "vLLM API server version 0.12.0", line))
+    assert sites and all("is smaller than max_model_len" in s["template"] for s in sites)
+    other = "ValueError: max_num_batched_tokens (8192) is not a multiple of the block si"
+    assert _raised(_log(tmp_path, "vLLM API server version 0.12.0", other, name="other.log")) == []

@@ -11,6 +11,11 @@ zlib-compressed JSON shards one after the other. A shard maps a key word to its 
 `[package, exception, template, [site, ...]]`, a site being
 `[file, function, condition, names, flags, runs]` where `runs` is a flat list of
 `first release index, last release index, line` triples into the package's release list.
+
+A message the log cut off may stop before its template's key word. So a template whose key word
+lies beyond the start of its first line is also pointed to from the rarest word of that start:
+the shard of that word maps `HEAD_MARK + word` to the key words to read (the header's `heads`
+lists those words).
 """
 
 from __future__ import annotations
@@ -25,12 +30,17 @@ from functools import cache
 from pathlib import Path
 
 MAGIC = b"TRIAGE-ATLAS\n"
-FORMAT = 1  # bump when the layout above changes; tests check the shipped file against it
+FORMAT = 2  # bump when the layout above changes; tests check the shipped file against it
 # many small shards: a message's lookup reads a handful of words' shards, and a shard of a
 # 5 MB atlas in 2,048 parts parses in a fraction of a millisecond
 SHARDS = 2048
 HOLE = "\x1f"  # a hole in a template: HOLE + `s` (any text), `d` (an integer), `f` (a number)
 DATA = Path(__file__).resolve().parent / "data" / "atlas.bin"
+
+# how much of a template's first line (as stored, a hole taking two characters) a message cut off
+# by the log is counted on to show: a word there points to the template's key word
+HEAD = 36
+HEAD_MARK = "^"  # a shard entry under "^word" lists key words, not templates
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _HOLES = re.compile(f"{HOLE}[sdf]")
@@ -175,6 +185,7 @@ class Atlas:
     header: dict
     packages: dict[str, PackageInfo]
     keys: frozenset[str]
+    heads: frozenset[str] = frozenset()
     _shards: dict[int, dict[str, list]] = field(default_factory=dict)
     _made: dict[str, list[Template]] = field(default_factory=dict)
     _by_package: dict[str, list[tuple[list, str]]] | None = None
@@ -193,7 +204,8 @@ class Atlas:
         header["data_start"] = len(MAGIC) + 8 + size
         pkgs = {n: PackageInfo(name=n, versions=p["versions"], repo=p["repo"], repo_prefix=p["repo_prefix"],
                                tag=p["tag"], engine=p["engine"]) for n, p in header["packages"].items()}
-        return cls(path=path, header=header, packages=pkgs, keys=frozenset(header["keys"].split()))
+        return cls(path=path, header=header, packages=pkgs, keys=frozenset(header["keys"].split()),
+                   heads=frozenset(header.get("heads", "").split()))
 
     def shard(self, no: int) -> dict[str, list]:
         """One shard as stored: key word -> raw templates (made into Templates per word, on use)."""
@@ -212,9 +224,15 @@ class Atlas:
             made = self._made[word] = [make_template(t) for t in raw]
         return made
 
-    def candidates(self, text: str) -> Iterator[Template]:
-        """Templates filed under a word of `text`, each once."""
-        for w in sorted(words(text) & self.keys):
+    def candidates(self, text: str, cut: bool = False) -> Iterator[Template]:
+        """Templates filed under a word of `text`, each once; with `cut` (the text may stop
+        short of its template's key word), also those whose first words `text` shows."""
+        keys = words(text)
+        todo = keys & self.keys
+        if cut:
+            for w in sorted(keys & self.heads):
+                todo.update(self.shard(shard_of(w, len(self.header["shards"]))).get(HEAD_MARK + w, ()))
+        for w in sorted(todo):
             yield from self.filed_under(w)  # a template is filed under one word only
 
     def stored_by_package(self, package: str) -> list[tuple[list, str]]:
@@ -223,7 +241,9 @@ class Atlas:
         if self._by_package is None:
             self._by_package = {}
             for no in range(len(self.header["shards"])):
-                for raws in self.shard(no).values():
+                for key, raws in self.shard(no).items():
+                    if key.startswith(HEAD_MARK):
+                        continue
                     for raw in raws:
                         self._by_package.setdefault(raw[0], []).append((raw, raw[2].lower()))
         return self._by_package.get(package, [])
@@ -260,7 +280,8 @@ class Atlas:
         """Every template (for `catalogue check`; reads the whole file)."""
         for no in range(len(self.header["shards"])):
             for w in self.shard(no):
-                yield from self.filed_under(w)
+                if not w.startswith(HEAD_MARK):
+                    yield from self.filed_under(w)
 
 
 def make_template(raw: list) -> Template:
@@ -281,7 +302,7 @@ def shipped() -> Atlas | None:
 
 
 def write(path: Path, packages: dict[str, dict], shards: list[dict[str, list]], keys: Iterable[str],
-          extra: dict | None = None) -> int:
+          extra: dict | None = None, heads: Iterable[str] = ()) -> int:
     """Write an atlas file (scripts/build_atlas.py); returns its size in bytes."""
     blobs: list[bytes] = []
     offsets: list[tuple[int, int]] = []
@@ -292,7 +313,7 @@ def write(path: Path, packages: dict[str, dict], shards: list[dict[str, list]], 
         blobs.append(blob)
         pos += len(blob)
     header = {"format": FORMAT, "packages": packages, "shards": offsets, "keys": " ".join(sorted(keys)),
-              **(extra or {})}
+              "heads": " ".join(sorted(heads)), **(extra or {})}
     head = zlib.compress(json.dumps(header, separators=(",", ":")).encode(), 9)
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as fh:

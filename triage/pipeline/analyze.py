@@ -127,7 +127,7 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     classify(report.failures, lines, res.last_serving)
     _fold_consequences(report)
     _order_failures(report)
-    locate(report.failures, env)
+    locate(report.failures, env, lines=by_no, last_line=res.total_lines)
     messages = {no: ln.message for no, ln in by_no.items()}
     for f in report.failures:
         f.hints = hints_for(f, env.engine, env.version, messages)

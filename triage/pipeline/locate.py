@@ -10,6 +10,7 @@ that release when a message moved between files.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 
 from triage.catalogue.atlas import (
@@ -27,6 +28,7 @@ from triage.catalogue.atlas import (
     span_text,
 )
 from triage.core.models import Environment, Failure, RaisedAt
+from triage.pipeline.parse.lines import LogLine
 
 MAX_FAILURES = 64  # a noisy log keeps thousands of request errors; the first ones are enough
 MAX_SITES = 4  # per failure: the same message raised in more places says little more
@@ -40,10 +42,21 @@ _EXC_CLASS = re.compile(r"(Error|Exception|Interrupt|Exit|Warning)$")
 # with a traceback, a site off its stack still counts for a long message raised as the class
 # the log shows (a pasted traceback often lacks its innermost frames); a short one does not
 OFF_STACK_LITERAL = 40
+# pydantic (vLLM's configs from 0.10 on are pydantic dataclasses) reports a ValueError or an
+# assert raised in a validator as "N validation error(s) for X" and puts the engine's own
+# message on the lines below: "  Value error, <message> [type=value_error, input_value=...]"
+_PYDANTIC_HEAD = re.compile(r"\d+ validation errors? for \w+")
+_PYDANTIC_ITEM = re.compile(r"(?P<kind>Value error|Assertion failed), (?P<msg>.+?)(?:\s*\[type=\w+|\Z)", re.DOTALL)
+_PYDANTIC_CLASS = {"Value error": "ValueError", "Assertion failed": "AssertionError"}
+PYDANTIC_LINES = 12  # lines of a validation error read below its head
 
 
-def locate(failures: list[Failure], env: Environment, atlas: Atlas | None = None) -> None:
-    """Fill `raised_at` of each failure whose message the atlas knows."""
+def locate(failures: list[Failure], env: Environment, atlas: Atlas | None = None,
+           lines: Mapping[int, LogLine] | None = None, last_line: int | None = None) -> None:
+    """Fill `raised_at` of each failure whose message the atlas knows.
+
+    `lines` (the kept lines by number) lets a message that goes on below its exception line be
+    read whole; `last_line` is the log's last line: a message printed there may be cut off."""
     todo = [f for f in failures[:MAX_FAILURES] if any(len(first_line(m or "").strip()) >= MIN_LITERAL for m in (
         f.message, *(c.message for c in f.chain)))]
     if not todo:
@@ -52,11 +65,34 @@ def locate(failures: list[Failure], env: Environment, atlas: Atlas | None = None
     if atlas is None:
         return
     for f in todo:
-        f.raised_at = locate_failure(f, env, atlas)
+        f.raised_at = locate_failure(f, env, atlas, lines or {}, last_line)
 
 
-def locate_failure(f: Failure, env: Environment, atlas: Atlas) -> list[RaisedAt]:
-    texts: list[tuple[str, str, bool]] = [(f.exception, f.message, True)]
+def _pydantic_items(f: Failure, lines: Mapping[int, LogLine]) -> list[tuple[str, str]]:
+    """The engine's own messages a pydantic validation error carries on the lines below it."""
+    if f.exception_line is None or not _PYDANTIC_HEAD.match(f.message.strip()):
+        return []
+    body: list[str] = []
+    for no in range(f.exception_line + 1, f.exception_line + 1 + PYDANTIC_LINES):
+        ln = lines.get(no)
+        if ln is None or not ln.message.strip():
+            break
+        body.append(ln.message.strip())
+        if "[type=" in ln.message:
+            break
+    return [(_PYDANTIC_CLASS[m.group("kind")], " ".join(m.group("msg").split()))
+            for m in _PYDANTIC_ITEM.finditer("\n".join(body))]
+
+
+def locate_failure(f: Failure, env: Environment, atlas: Atlas, lines: Mapping[int, LogLine] | None = None,
+                   last_line: int | None = None) -> list[RaisedAt]:
+    # the log's last line may stop mid-message (a paste, a truncated file): its start still says
+    # where it came from
+    at_end = last_line is not None and f.exception_line == last_line
+    # an item of a validation error is read from the kept lines only: its end may be missing
+    items = _pydantic_items(f, lines or {})
+    texts: list[tuple[str, str, bool]] = [(exc, msg, True) for exc, msg in items]
+    texts.append((f.exception, f.message, True))
     texts += [(c.exception, c.message, True) for c in f.chain]
     if f.cause is not None:
         texts.append((f.cause.exception, f.cause.message, True))
@@ -74,7 +110,8 @@ def locate_failure(f: Failure, env: Environment, atlas: Atlas) -> list[RaisedAt]
         if len(line) < MIN_LITERAL or line in seen:
             continue
         seen.add(line)
-        hits = _best(atlas, exc, line, env.engine, frame_pkgs, frames if own_stack else [])
+        hits = _best(atlas, exc, line, env.engine, frame_pkgs, frames if own_stack else [],
+                     (at_end and msg is f.message) or any(msg == m for _, m in items))
         if hits:
             return _sites(hits, f, env, atlas)
     return []
@@ -91,10 +128,10 @@ def _on_stack(site_file: str, frames: list[str]) -> bool:
 
 
 def _best(atlas: Atlas, exc: str, line: str, engine: str | None, frame_pkgs: set[str],
-          frames: list[str]) -> list[tuple[Template, bool]]:
+          frames: list[str], at_end: bool = False) -> list[tuple[Template, bool]]:
     short = exc.rsplit(".", 1)[-1]
     scored: list[tuple[float, Template, bool]] = []
-    for t in atlas.candidates(line):
+    for t in atlas.candidates(line, cut=at_end or _cut_off(line)):
         pkg = atlas.packages.get(t.package)
         if pkg is None or not _eligible(pkg, engine, frame_pkgs):
             continue
@@ -107,7 +144,7 @@ def _best(atlas: Atlas, exc: str, line: str, engine: str | None, frame_pkgs: set
                 t = Template(package=t.package, exception=t.exception, text=t.text, sites=on)
             elif not (t.exception == short and len(literal(first_line(t.text))) >= OFF_STACK_LITERAL):
                 continue
-        got = _match(t.text, line)
+        got = _match(t.text, line, at_end)
         if got is None:
             continue
         matched, partial = got
@@ -142,24 +179,56 @@ def _cut_off(line: str) -> bool:
     return line.rstrip().endswith(("...", "…")) or len(line) >= 100
 
 
-def _match(text: str, line: str) -> tuple[int, bool] | None:
-    """(literal characters matched, cut off?) when the template gives this message line."""
+def _match(text: str, line: str, at_end: bool = False) -> tuple[int, bool] | None:
+    """(literal characters matched, cut off?) when the template gives this message line
+    (`at_end`: the line may have been cut off at any length: the log's last line, a message
+    whose continuation lines were not kept)."""
+    cut = at_end or _cut_off(line)
     head = first_line(text)
     # every literal word of the template must be in the line (its first ones, for a line cut
     # off) before a regex is compiled: most candidates share only their key word
     words = [w for seg in segments(head) if not seg.startswith(HOLE) for w in seg.split()]
-    if not all(w in line for w in words) and not (_cut_off(line) and all(w in line for w in words[:3])):
+    if not all(w in line for w in words) and not (cut and all(w in line for w in words[:3])):
         return None
     if _compiled(text, None).fullmatch(line):
         return len(literal(head)), False
-    # a message the log cut off: its end must fall inside the template, after enough of it
+    if not cut:
+        return None
+    # a message the log cut off ends anywhere in the template: inside a hole (a long path), or
+    # mid-word in its own text ("(4.26 GiB KV cach"); what counts is the literal text it shows
+    body = line.rstrip()
+    for tail in ("...", "…"):
+        if body.endswith(tail):
+            body = body[: -len(tail)].rstrip()
     segs = segments(head)
-    for k in range(len(segs) - 1, 0, -1):
-        lit = len(literal("".join(segs[:k])))
-        if lit < MIN_PREFIX:
-            break
-        if _cut_off(line) and _compiled(text, k).fullmatch(line):
-            return lit, True
+    for k in range(len(segs), 0, -1):
+        seg = segs[k - 1]
+        shown = len(literal("".join(segs[: k - 1])))
+        if seg.startswith(HOLE):
+            lit = shown if _compiled(text, k).fullmatch(body) else None
+        else:
+            lit = _ends_inside(text, k, seg, body, shown)
+        if lit is not None:
+            return (lit, True) if lit >= MIN_PREFIX else None
+    return None
+
+
+def _ends_inside(text: str, k: int, seg: str, body: str, shown: int) -> int | None:
+    """Literal characters shown when `body` ends inside the template's k-th segment `seg` (its
+    own text): the body's tail is a start of `seg`, and what comes before it gives the first
+    k-1 segments (white space folded, as the log may re-wrap it)."""
+    want = " ".join(seg.split())
+    if not want:
+        return None
+    for p in range(len(body)):
+        if body[p] != want[0]:
+            continue
+        rest = " ".join(body[p:].split())
+        if not want.startswith(rest):
+            continue
+        if (k == 1 and body[:p].strip()) or (k > 1 and not _compiled(text, k - 1).fullmatch(body[:p])):
+            continue
+        return shown + len(rest)
     return None
 
 
