@@ -240,3 +240,20 @@ def test_a_cut_off_message_is_not_located_in_a_template_it_only_shares_a_short_s
     assert sites and all("is smaller than max_model_len" in s["template"] for s in sites)
     other = "ValueError: max_num_batched_tokens (8192) is not a multiple of the block si"
     assert _raised(_log(tmp_path, "vLLM API server version 0.12.0", other, name="other.log")) == []
+
+
+def test_a_message_printed_as_a_tuple_of_strings_is_located_by_its_first_part(tmp_path):
+    # vLLM 0.5.3-0.28.0 (compressed_tensors.py and quark.py) raise RuntimeError("...for ", f"the
+    # current GPU. Min capability: {x}. ", ...): commas for pluses, so Python prints the tuple
+    line = ("RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min capability: 80. ', "
+            "'Current capability: 75.')")
+    sites = _raised(_log(tmp_path, "vLLM API server version 0.9.2", line))
+    assert {s["file"].rsplit("/", 1)[-1] for s in sites} == {"compressed_tensors.py", "quark.py"}
+    assert all(s["in_version"] for s in sites)
+
+
+def test_pythons_own_message_is_located_only_on_the_traceback_that_raised_it(tmp_path):
+    # SGLang's multimodal_gen configs raise "'X' object has no attribute 'y'" by hand in a
+    # __getattr__; a bare AttributeError line in an SGLang log did not come from there
+    line = "AttributeError: 'Scheduler' object has no attribute 'token_to_kv_pool'"
+    assert _raised(_log(tmp_path, "[2025-01-01 00:00:00] server_args=ServerArgs(model_path='m')", line)) == []

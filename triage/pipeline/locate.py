@@ -49,6 +49,13 @@ _PYDANTIC_HEAD = re.compile(r"\d+ validation errors? for \w+")
 _PYDANTIC_ITEM = re.compile(r"(?P<kind>Value error|Assertion failed), (?P<msg>.+?)(?:\s*\[type=\w+|\Z)", re.DOTALL)
 _PYDANTIC_CLASS = {"Value error": "ValueError", "Assertion failed": "AssertionError"}
 PYDANTIC_LINES = 12  # lines of a validation error read below its head
+# Python's own messages: an engine file that raises the same words by hand (a __getattr__ that
+# imitates AttributeError, an import helper) is where such a message came from only when the
+# traceback passes through that file; with no traceback it says nothing of where it came from
+_PYTHON_OWN = re.compile(r"^'[^']*' object has no attribute '|^No module named |^name '\w+' is not defined|"
+                         r"missing \d+ required (?:positional|keyword-only) arguments?|"
+                         r"got an unexpected keyword argument|^(?:list|tuple|string) index out of range$|"
+                         r"object is not (?:subscriptable|callable|iterable)|^cannot import name ")
 
 
 def locate(failures: list[Failure], env: Environment, atlas: Atlas | None = None,
@@ -102,6 +109,12 @@ def locate_failure(f: Failure, env: Environment, atlas: Atlas, lines: Mapping[in
     for _, msg, _ in list(texts):
         for m in _QUOTED.finditer(first_line(msg or "")):
             texts.append((m.group("exc") or "", m.group("msg"), False))
+    # `raise RuntimeError("a ", f"b {x}")` (commas for pluses) prints the arguments' tuple; the
+    # atlas holds the first argument as the message
+    for exc, msg, own in list(texts):
+        parts = _string_tuple(first_line(msg or "").strip())
+        if parts:
+            texts += [(exc, parts[0].strip(), own), (exc, "".join(parts).strip(), own)]
     frames = [fr.file.replace("\\", "/") for fr in f.frames]
     frame_pkgs = {p for fr in frames for p in atlas.packages if f"/{p}/" in fr}
     seen: set[str] = set()
@@ -117,6 +130,21 @@ def locate_failure(f: Failure, env: Environment, atlas: Atlas, lines: Mapping[in
     return []
 
 
+def _string_tuple(line: str) -> list[str] | None:
+    """The strings of a message printed as a tuple of strings ("('a ', 'b')"), else None."""
+    if not (line.startswith("(") and line.endswith(")") and line[1:2] in ("'", '"')):
+        return None
+    import ast
+
+    try:
+        got = ast.literal_eval(line)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if isinstance(got, tuple) and len(got) > 1 and all(isinstance(x, str) for x in got):
+        return list(got)
+    return None
+
+
 def _eligible(pkg: PackageInfo, engine: str | None, frame_pkgs: set[str]) -> bool:
     # SGLang 0.3-0.4 carried vLLM's layers: another engine's message counts only when a frame
     # of the traceback runs through that engine's package
@@ -130,6 +158,9 @@ def _on_stack(site_file: str, frames: list[str]) -> bool:
 def _best(atlas: Atlas, exc: str, line: str, engine: str | None, frame_pkgs: set[str],
           frames: list[str], at_end: bool = False) -> list[tuple[Template, bool]]:
     short = exc.rsplit(".", 1)[-1]
+    python_own = bool(_PYTHON_OWN.search(line))
+    if python_own and not frames:
+        return []
     scored: list[tuple[float, Template, bool]] = []
     for t in atlas.candidates(line, cut=at_end or _cut_off(line)):
         pkg = atlas.packages.get(t.package)
@@ -142,7 +173,7 @@ def _best(atlas: Atlas, exc: str, line: str, engine: str | None, frame_pkgs: set
             on = tuple(s for s in t.sites if _on_stack(s.file, frames))
             if on:
                 t = Template(package=t.package, exception=t.exception, text=t.text, sites=on)
-            elif not (t.exception == short and len(literal(first_line(t.text))) >= OFF_STACK_LITERAL):
+            elif python_own or not (t.exception == short and len(literal(first_line(t.text))) >= OFF_STACK_LITERAL):
                 continue
         got = _match(t.text, line, at_end)
         if got is None:
