@@ -44,8 +44,10 @@ def miss_cause(engine: str, report: Report) -> str:
         return "no failure detected"
     f = report.failures[0]
     text = " ".join([f.exception, f.message, *(c.message for c in f.chain)])
+    if f.exception == "(traceback cut off)":
+        return "no message: the log ends before the exception line"
     if f.exception.startswith("(") or not f.message.strip():
-        return "no message in the log (traceback cut off, or a bare signal or exit)"
+        return "no message: a bare signal, exit or empty exception"
     if engine not in ATLAS_ENGINES:
         return f"engine not in the atlas ({engine})"
     if _NATIVE.search(text):

@@ -33,7 +33,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from atlas_extract import extract  # noqa: E402
+from atlas_bare import bare_asserts  # noqa: E402
+from atlas_extract import _names, extract  # noqa: E402
 from atlas_releases import PACKAGES  # noqa: E402
 
 from triage.catalogue import atlas  # noqa: E402
@@ -74,6 +75,28 @@ def _flags_for(engine: str, names: list[str], text: str) -> tuple[list[str], lis
     return flags, env
 
 
+_CONFIG_SCOPE = re.compile(r"(Args|Config)$")  # inside ServerArgs / ModelConfig, self.x is a setting
+BARE_VERSION = 1  # bump when atlas_bare's output changes
+
+
+def _bare_blob(args: tuple[Path, Path]) -> None:
+    src, dst = args
+    rows = [[b.function, b.line, b.code, b.condition] for b in
+            bare_asserts(src.read_text(encoding="utf-8", errors="replace"))]
+    tmp = dst.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rows))
+    tmp.replace(dst)
+
+
+def _condition_names(cond: str, config_class: bool) -> list[str]:
+    import ast
+
+    try:
+        return _names([ast.parse(cond, mode="eval").body], config_class)
+    except (SyntaxError, ValueError, RecursionError):
+        return []
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
@@ -97,13 +120,21 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(args.jobs) as pool:
         list(pool.map(_extract_blob, [(args.cache / "blobs" / f"{s}.py", ext_dir / f"{s}.json") for s in todo],
                       chunksize=16))
-    print(f"parsed in {time.time() - t0:.0f} s", flush=True)
+    bare_dir = args.cache / f"bare-v{BARE_VERSION}"
+    bare_dir.mkdir(parents=True, exist_ok=True)
+    bare_todo = sorted({sha for rs in releases.values() for _, files in rs for sha in files.values()
+                        if not (bare_dir / f"{sha}.json").exists()})
+    with ProcessPoolExecutor(args.jobs) as pool:
+        list(pool.map(_bare_blob, [(args.cache / "blobs" / f"{s}.py", bare_dir / f"{s}.json") for s in bare_todo],
+                      chunksize=64))
+    print(f"parsed in {time.time() - t0:.0f} s ({len(bare_todo)} files scanned for bare asserts)", flush=True)
 
     # template key -> site key -> {release index: line}; the newest release's guard and names win
     sites: dict[tuple[str, str, str], dict[tuple[str, str], dict[int, int]]] = defaultdict(lambda: defaultdict(dict))
     site_info: dict[tuple[str, str, str, str, str], tuple[str, list[str]]] = {}
     pkg_meta: dict[str, dict] = {}
     parsed: dict[str, list] = {}
+    bare_rows: dict[str, list] = {}
     for name, rs in releases.items():
         pkg = PACKAGES[name]
         pkg_meta[name] = {"versions": [v for v, _ in rs], "repo": pkg.repo, "repo_prefix": pkg.repo_prefix,
@@ -122,6 +153,16 @@ def main(argv: list[str] | None = None) -> int:
                     # a name called in the guard is a method (quant_config.get_min_capability()), not a setting
                     site_info[(name, exc, text, path, func)] = (cond, [n for n in nm if not n.startswith("__")
                                                                      and f"{n}(" not in cond])
+                bare = bare_rows.get(sha)
+                if bare is None:
+                    bare = bare_rows[sha] = json.loads((bare_dir / f"{sha}.json").read_text())
+                for func, line, code, cond in bare:
+                    text = atlas.BARE + code
+                    sites[(name, "AssertionError", text)][(path, func)].setdefault(vi, line)
+                    key = (name, "AssertionError", text, path, func)
+                    if key not in site_info:
+                        nm = _condition_names(cond, _CONFIG_SCOPE.search(func.split(".")[0]) is not None)
+                        site_info[key] = (cond, [n for n in nm if f"{n}(" not in cond])
     print(f"{len(sites)} templates, {sum(len(s) for s in sites.values())} sites", flush=True)
 
     # each template is filed under its rarest key word across the whole atlas

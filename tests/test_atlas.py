@@ -257,3 +257,30 @@ def test_pythons_own_message_is_located_only_on_the_traceback_that_raised_it(tmp
     # __getattr__; a bare AttributeError line in an SGLang log did not come from there
     line = "AttributeError: 'Scheduler' object has no attribute 'token_to_kv_pool'"
     assert _raised(_log(tmp_path, "[2025-01-01 00:00:00] server_args=ServerArgs(model_path='m')", line)) == []
+
+
+# SGLang 0.5.14, sglang/srt/server_args.py, ServerArgs._validate_mamba_extra_buffer: a bare
+# assert, so the log's only words are the frame's code line and "AssertionError"
+MAMBA = ["[2026-01-05 10:00:00] sglang version 0.5.14", "Traceback (most recent call last):",
+         '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py", line 4377, in {func}',
+         "    assert self.mamba_track_interval % self.page_size == 0", "AssertionError"]
+
+
+def test_a_bare_assert_is_located_by_the_frame_that_failed_and_names_the_flags_its_condition_reads(tmp_path):
+    log = _log(tmp_path, *[x.format(func="_validate_mamba_extra_buffer") for x in MAMBA])
+    sites = _raised(log)
+    assert [(s["file"], s["function"], s["in_version"]) for s in sites] == [
+        ("sglang/srt/server_args.py", "ServerArgs._validate_mamba_extra_buffer", True)]
+    assert sites[0]["condition"] == "self.mamba_track_interval % self.page_size == 0"
+    assert {"--mamba-track-interval", "--page-size"} <= set(sites[0]["flags"])
+    assert sites[0]["template"] == "assert self.mamba_track_interval % self.page_size == 0"
+    # the same code line in a function that never had it is not that assert
+    other = _log(tmp_path, *[x.format(func="_handle_other_things") for x in MAMBA], name="other.log")
+    assert _raised(other) == []
+
+
+def test_an_assert_quoted_as_the_message_is_located_by_its_code(tmp_path):
+    # SGLang 0.5.3 on (nsa_indexer.py, later dsa_indexer.py): the report pasted the assert line
+    log = _log(tmp_path, "[2026-01-05 10:00:00] sglang version 0.5.3",
+               "AssertionError: assert logits.shape[0] == len(seq_lens_expanded)")
+    assert [s["file"] for s in _raised(log)] == ["sglang/srt/layers/attention/nsa/nsa_indexer.py"]

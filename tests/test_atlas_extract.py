@@ -105,3 +105,29 @@ def test_a_message_that_opens_with_a_value_keeps_its_first_hole():
     # "s is not supported", which no log line matches
     m = _one("def f(dtype, name):\n    raise ValueError(f'{dtype} is not supported for quantization method {name}')\n")
     assert m.template == f"{HOLE}s is not supported for quantization method {HOLE}s"
+
+
+def test_bare_asserts_are_read_with_their_function_and_only_when_whole_on_one_line():
+    from atlas_bare import bare_asserts
+
+    src = ("class ServerArgs:\n"
+           "    def check(self):\n"
+           "        assert self.page_size % 64 == 0  # the kernel's tile\n"
+           "        assert self.x, 'has a message'\n"
+           "        assert isinstance(self.y, (int, str))\n"
+           "        assert (\n"
+           "            self.z > 0\n"
+           "        )\n"
+           "        def inner(s):\n"
+           "            assert s == 'a,b'\n"
+           "    def other(self):\n"
+           "        assert self.q is not None\n"
+           "assert TOP\n")
+    got = [(b.function, b.line, b.code, b.condition) for b in bare_asserts(src)]
+    assert got == [
+        ("ServerArgs.check", 3, "assert self.page_size % 64 == 0 # the kernel's tile", "self.page_size % 64 == 0"),
+        ("ServerArgs.check", 5, "assert isinstance(self.y, (int, str))", "isinstance(self.y, (int, str))"),
+        ("ServerArgs.check.inner", 10, "assert s == 'a,b'", "s == 'a,b'"),
+        ("ServerArgs.other", 12, "assert self.q is not None", "self.q is not None"),
+        ("<module>", 13, "assert TOP", "TOP"),
+    ]

@@ -41,6 +41,9 @@ DATA = Path(__file__).resolve().parent / "data" / "atlas.bin"
 # by the log is counted on to show: a word there points to the template's key word
 HEAD = 36
 HEAD_MARK = "^"  # a shard entry under "^word" lists key words, not templates
+# a bare `assert cond` (no message) is stored as BARE + the statement's first line, as a
+# traceback's innermost frame shows it; it is found by that code line, never by a message
+BARE = "\x1e"
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _HOLES = re.compile(f"{HOLE}[sdf]")
@@ -245,6 +248,8 @@ class Atlas:
                     if key.startswith(HEAD_MARK):
                         continue
                     for raw in raws:
+                        if raw[2].startswith(BARE):
+                            continue  # a code line, not a message a pattern could match
                         self._by_package.setdefault(raw[0], []).append((raw, raw[2].lower()))
         return self._by_package.get(package, [])
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from triage.catalogue.atlas import (
+    BARE,
     HOLE,
     MIN_LITERAL,
     MIN_PREFIX,
@@ -64,8 +65,8 @@ def locate(failures: list[Failure], env: Environment, atlas: Atlas | None = None
 
     `lines` (the kept lines by number) lets a message that goes on below its exception line be
     read whole; `last_line` is the log's last line: a message printed there may be cut off."""
-    todo = [f for f in failures[:MAX_FAILURES] if any(len(first_line(m or "").strip()) >= MIN_LITERAL for m in (
-        f.message, *(c.message for c in f.chain)))]
+    todo = [f for f in failures[:MAX_FAILURES] if _bare_code(f) or any(
+        len(first_line(m or "").strip()) >= MIN_LITERAL for m in (f.message, *(c.message for c in f.chain)))]
     if not todo:
         return  # the atlas is not even opened
     atlas = atlas if atlas is not None else shipped()
@@ -127,7 +128,40 @@ def locate_failure(f: Failure, env: Environment, atlas: Atlas, lines: Mapping[in
                      (at_end and msg is f.message) or any(msg == m for _, m in items))
         if hits:
             return _sites(hits, f, env, atlas)
-    return []
+    hits = _bare_assert(f, env.engine, atlas, frame_pkgs)
+    return _sites(hits, f, env, atlas) if hits else []
+
+
+def _bare_code(f: Failure) -> str | None:
+    """The `assert ...` line of a failed bare assert: the innermost frame's code, or the
+    message when it is that line (a report that quotes the assert instead of the traceback)."""
+    if not f.exception.endswith("AssertionError"):
+        return None
+    code = " ".join((f.frames[-1].code or "").split()) if f.frames else ""
+    if not code.startswith("assert "):
+        code = " ".join(first_line(f.message).split()) if not f.frames else ""
+    return code if code.startswith("assert ") and len(code) >= MIN_LITERAL else None
+
+
+def _bare_assert(f: Failure, engine: str | None, atlas: Atlas, frame_pkgs: set[str]) -> list[tuple[Template, bool]]:
+    """A bare `assert cond` has no message: the traceback's innermost frame says which assert
+    failed (file, function, code line), and the atlas which releases have it there and what
+    its condition reads."""
+    code = _bare_code(f)
+    if code is None:
+        return []
+    inner = f.frames[-1] if f.frames else None
+    file = inner.file.replace("\\", "/") if inner else ""
+    hits: list[tuple[Template, bool]] = []
+    for t in atlas.candidates(code):
+        pkg = atlas.packages.get(t.package)
+        if t.text != BARE + code or pkg is None or not _eligible(pkg, engine, frame_pkgs):
+            continue
+        on = tuple(s for s in t.sites if inner is None or (
+            file.endswith("/" + s.file) and (not inner.function or s.function.rsplit(".", 1)[-1] == inner.function)))
+        if on:
+            hits.append((Template(package=t.package, exception=t.exception, text=t.text, sites=on), False))
+    return hits if 0 < sum(len(t.sites) for t, _ in hits) <= AMBIGUOUS else []
 
 
 def _string_tuple(line: str) -> list[str] | None:
@@ -164,7 +198,7 @@ def _best(atlas: Atlas, exc: str, line: str, engine: str | None, frame_pkgs: set
     scored: list[tuple[float, Template, bool]] = []
     for t in atlas.candidates(line, cut=at_end or _cut_off(line)):
         pkg = atlas.packages.get(t.package)
-        if pkg is None or not _eligible(pkg, engine, frame_pkgs):
+        if t.text.startswith(BARE) or pkg is None or not _eligible(pkg, engine, frame_pkgs):
             continue
         if frames:
             # with a traceback, the message was raised on its stack: a site elsewhere that
@@ -298,7 +332,7 @@ def _sites(hits: list[tuple[Template, bool]], f: Failure, env: Environment, atla
             on_stack = next((k for k, fr in enumerate(frames) if fr.endswith("/" + s.file)), len(frames))
             out.append(((in_version is False, on_stack, -rel_i), RaisedAt(
                 package=pkg.name, file=s.file, function=s.function, line=ln, release=release,
-                versions=span_text(pkg.versions, idx), message_versions=everywhere, exception=t.exception, template=filled(t.text),
+                versions=span_text(pkg.versions, idx), message_versions=everywhere, exception=t.exception, template=filled(t.text).lstrip(BARE),
                 condition=s.condition or None, fields=list(s.names), flags=list(s.flags),
                 link=pkg.link(release, s.file, ln), in_version=in_version, partial=partial)))
     out.sort(key=lambda x: x[0])
