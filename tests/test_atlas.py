@@ -284,3 +284,14 @@ def test_an_assert_quoted_as_the_message_is_located_by_its_code(tmp_path):
     log = _log(tmp_path, "[2026-01-05 10:00:00] sglang version 0.5.3",
                "AssertionError: assert logits.shape[0] == len(seq_lens_expanded)")
     assert [s["file"] for s in _raised(log)] == ["sglang/srt/layers/attention/nsa/nsa_indexer.py"]
+
+
+def test_new_names_a_bare_assert_by_its_code_line(tmp_path):
+    log = _log(tmp_path, *[x.format(func="_validate_mamba_extra_buffer") for x in MAMBA])
+    out = run_cli("new", log).stdout.decode()
+    assert 'title: "AssertionError: assert self.mamba_track_interval % self.page_size' in out
+    assert "  - 'assert self\\.mamba_track_interval % self\\.page_size" in out
+    assert 'affects: ">=0.5.14,<=0.5.14"' in out
+    report = run_cli("analyze", log).stdout.decode()
+    assert ("The assertion is SGLang's own: `assert self.mamba_track_interval % self.page_size == 0` in "
+            "`sglang/srt/server_args.py`") in report

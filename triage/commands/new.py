@@ -267,6 +267,11 @@ def skeleton(report: Report, failure_index: int, log_text_excerpt: str | None = 
     text = log_text_excerpt if log_text_excerpt is not None else excerpt(fail)
     ex_lines = text.rstrip("\n").split("\n")
     exc_line = _exception_text(fail, ex_lines) or (ex_lines[-1] if ex_lines else "")
+    bare = fail.raised_at[0].template if fail.raised_at and fail.raised_at[0].template.startswith("assert ") else None
+    if bare and not message:
+        # a bare assert prints no message: its code line, in the traceback, is what names it
+        message = bare
+        exc_line = next((ln for ln in reversed(ex_lines) if bare in " ".join(ln.split())), exc_line)
 
     keyword = choose_keyword(message)
     todo_keyword = keyword is None

@@ -559,8 +559,12 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
         guard = ""
         if site.condition:
             guard = (", an assertion on " if site.exception == "AssertionError" else " when ") + _code_inline(site.condition)
-        located = (f" The message is {name}'s own: raised in {_code_inline(site.file)} "
-                   f"({_code_inline(site.function)}){guard}.")
+        if site.template.startswith("assert ") and not f.message.strip():
+            located = (f" The assertion is {name}'s own: {_code_inline(site.template)} in "
+                       f"{_code_inline(site.file)} ({_code_inline(site.function)}).")
+        else:
+            located = (f" The message is {name}'s own: raised in {_code_inline(site.file)} "
+                       f"({_code_inline(site.function)}){guard}.")
     out.append(f"**Verdict:** unknown failure: {_code_inline(f.exception)}{msg}, {where(f)}{phase}. "
                f"No specific catalogue signature matches{generic}; the frames, the fingerprint and a "
                f"catalogue skeleton command are below.{located}")
