@@ -295,3 +295,20 @@ def test_new_names_a_bare_assert_by_its_code_line(tmp_path):
     report = run_cli("analyze", log).stdout.decode()
     assert ("The assertion is SGLang's own: `assert self.mamba_track_interval % self.page_size == 0` in "
             "`sglang/srt/server_args.py`") in report
+
+
+def test_the_tracebacks_line_number_tells_the_releases_when_the_log_names_none(tmp_path):
+    # vLLM's bare `assert seq_group.generator is not None` in sampler.py's _multinomial stood at
+    # line 627 in 0.6.2-0.6.3 only (0.5.5-0.10.2 have it elsewhere in the file)
+    frame = ('ERROR 09-25 18:52:23 engine.py:157]   File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/'
+             'layers/sampler.py", line {n}, in _multinomial')
+    body = ["ERROR 09-25 18:52:23 engine.py:157]     assert seq_group.generator is not None",
+            "ERROR 09-25 18:52:23 engine.py:157] AssertionError"]
+    head = "ERROR 09-25 18:52:23 engine.py:157] Traceback (most recent call last):"
+    site = _raised(_log(tmp_path, head, frame.format(n=627), *body))[0]
+    assert (site["line_versions"], site["release"], site["line"]) == ("0.6.2-0.6.3", "0.6.3", 627)
+    out = run_cli("analyze", _log(tmp_path, head, frame.format(n=627), *body, name="md.log")).stdout.decode()
+    assert "(the traceback's line 627 is this raise's line in vLLM 0.6.2-0.6.3)" in out
+    # a line no release has it at says nothing (a build from source, or an older Python's numbering)
+    other = _raised(_log(tmp_path, head, frame.format(n=9999), *body, name="other.log"))[0]
+    assert other["line_versions"] is None and other["release"] == "0.10.2"

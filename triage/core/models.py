@@ -65,6 +65,10 @@ class RaisedAt(Record):
     # older/newer than this site); None: the log names no version of this package
     in_version: bool | None = None
     partial: bool = False  # the log shows only the start of the message (cut off)
+    # the releases whose source raises it at the line the traceback shows for this file (the
+    # log names no version; a frame's line number says which releases the server ran); None
+    # when the log gives no such line or no release has the raise there
+    line_versions: str | None = None
 
 
 @dataclass(kw_only=True, eq=False, repr=False)

@@ -328,13 +328,22 @@ def _sites(hits: list[tuple[Template, bool]], f: Failure, env: Environment, atla
             in_version = None if vi is None else run is not None
             a, b, ln = run or s.runs[-1]
             rel_i = vi if run is not None and vi is not None else b
+            # the traceback's line in this file: the releases that raise it at exactly that line
+            # are the ones the server can have run (only a match is told: older Pythons number
+            # a statement that spans lines by another of its lines)
+            at = next((fr.line for fr in reversed(f.frames) if fr.line
+                       and fr.file.replace("\\", "/").endswith("/" + s.file)), None)
+            at_line = [i for a2, b2, ln2 in s.runs if ln2 == at for i in range(a2, b2 + 1)]
+            if vi is None and at_line and at is not None:
+                rel_i, ln = max(at_line), at
             release = pkg.versions[rel_i]
             on_stack = next((k for k, fr in enumerate(frames) if fr.endswith("/" + s.file)), len(frames))
-            out.append(((in_version is False, on_stack, -rel_i), RaisedAt(
+            out.append(((in_version is False, not at_line, on_stack, -rel_i), RaisedAt(
                 package=pkg.name, file=s.file, function=s.function, line=ln, release=release,
                 versions=span_text(pkg.versions, idx), message_versions=everywhere, exception=t.exception, template=filled(t.text).lstrip(BARE),
                 condition=s.condition or None, fields=list(s.names), flags=list(s.flags),
-                link=pkg.link(release, s.file, ln), in_version=in_version, partial=partial)))
+                link=pkg.link(release, s.file, ln), in_version=in_version, partial=partial,
+                line_versions=span_text(pkg.versions, at_line) if at_line else None)))
     out.sort(key=lambda x: x[0])
     if any(r.in_version for _, r in out):
         out = [x for x in out if x[1].in_version]  # the log's release picks the site

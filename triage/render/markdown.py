@@ -294,6 +294,8 @@ def raised(f: Failure, report: Report) -> str:
             notes.append(f"not at this place in {inline(report.environment.version)}, the log's release")
         if r.partial:
             notes.append("the log shows only the start of the message")
+        if r.line_versions and not report.environment.version:
+            notes.append(f"the traceback's line {r.line} is this raise's line in {name} {inline(r.line_versions)}")
         if notes:
             line += " (" + "; ".join(notes) + ")"
         out.append(line + ".")
