@@ -50,6 +50,7 @@ _PYDANTIC_HEAD = re.compile(r"\d+ validation errors? for \w+")
 _PYDANTIC_ITEM = re.compile(r"(?P<kind>Value error|Assertion failed), (?P<msg>.+?)(?:\s*\[type=\w+|\Z)", re.DOTALL)
 _PYDANTIC_CLASS = {"Value error": "ValueError", "Assertion failed": "AssertionError"}
 PYDANTIC_LINES = 12  # lines of a validation error read below its head
+CUT_SCAN = 4096  # characters of a cut-off message compared with a template's start
 # Python's own messages: an engine file that raises the same words by hand (a __getattr__ that
 # imitates AttributeError, an import helper) is where such a message came from only when the
 # traceback passes through that file; with no traceback it says nothing of where it came from
@@ -261,7 +262,7 @@ def _match(text: str, line: str, at_end: bool = False) -> tuple[int, bool] | Non
         return None
     # a message the log cut off ends anywhere in the template: inside a hole (a long path), or
     # mid-word in its own text ("(4.26 GiB KV cach"); what counts is the literal text it shows
-    body = line.rstrip()
+    body = line.rstrip()[:CUT_SCAN]
     for tail in ("...", "…"):
         if body.endswith(tail):
             body = body[: -len(tail)].rstrip()
@@ -285,7 +286,9 @@ def _ends_inside(text: str, k: int, seg: str, body: str, shown: int) -> int | No
     want = " ".join(seg.split())
     if not want:
         return None
-    for p in range(len(body)):
+    # the tail can only be a start of `seg` if it is not much longer than it (white space folds):
+    # a long line is not searched from every position
+    for p in range(max(0, len(body) - 4 * len(want) - 64), len(body)):
         if body[p] != want[0]:
             continue
         rest = " ".join(body[p:].split())
