@@ -11,6 +11,10 @@ per content (CACHE/blobs/SHA256.py) and the release is recorded as path -> diges
 and only ~15 MB of it is Python. A release already recorded is not fetched again, so a
 refresh for a new release downloads that release only.
 
+A release published as a source archive only (FlashInfer 0.2.0-0.4.1 on PyPI) is read from that
+archive: its link is taken from PyPI's simple index and the archive opened as it is, never built
+(building it needs CUDA); its files sit one folder down (`NAME-VERSION/flashinfer/...`).
+
 The cache lives outside the repository (default ~/.cache/triage-atlas); nothing of it is
 committed.
 """
@@ -21,11 +25,15 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
+import urllib.request
 import zipfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,6 +41,50 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from atlas_releases import PACKAGES, Package, releases  # noqa: E402
 
 DEFAULT_CACHE = Path(os.environ.get("TRIAGE_ATLAS_CACHE", Path.home() / ".cache" / "triage-atlas"))
+
+
+def _store(pkg: Package, cache: Path, members: Iterator[tuple[str, bytes]]) -> dict[str, str]:
+    """Keep a release's .py files under the package's prefix, once per content."""
+    files: dict[str, str] = {}
+    for name, data in members:
+        if not name.endswith(".py") or not pkg.keeps(name):
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        blob = cache / "blobs" / f"{digest}.py"
+        if not blob.exists():
+            tmp_blob = blob.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp_blob.write_bytes(data)
+            tmp_blob.replace(blob)
+        files[name] = digest
+    return files
+
+
+def _wheel_members(path: Path) -> Iterator[tuple[str, bytes]]:
+    with zipfile.ZipFile(path) as zf:
+        for name in zf.namelist():
+            if name.endswith(".py"):
+                yield name, zf.read(name)
+
+
+def _sdist_members(path: Path) -> Iterator[tuple[str, bytes]]:
+    with tarfile.open(path) as tf:
+        for m in tf:
+            if m.isfile() and m.name.endswith(".py") and "/" in m.name:
+                fh = tf.extractfile(m)
+                if fh is not None:
+                    yield m.name.split("/", 1)[1], fh.read()  # NAME-VERSION/flashinfer/x.py -> flashinfer/x.py
+
+
+def _sdist_url(dist: str, version: str) -> str | None:
+    """The source archive of `dist==version` on PyPI's simple index, if it has one."""
+    norm = re.sub(r"[-_.]+", "-", dist).lower()
+    with urllib.request.urlopen(f"https://pypi.org/simple/{norm}/", timeout=60) as resp:
+        page = resp.read().decode("utf-8", "replace")
+    for m in re.finditer(r'href="([^"#]+\.tar\.gz)(?:#[^"]*)?"', page):
+        proj, _, ver = m.group(1).rsplit("/", 1)[-1][: -len(".tar.gz")].rpartition("-")
+        if ver == version and re.sub(r"[-_.]+", "-", proj).lower() == norm:
+            return m.group(1)
+    return None
 
 
 def fetch_release(pkg: Package, version: str, cache: Path) -> str:
@@ -44,26 +96,25 @@ def fetch_release(pkg: Package, version: str, cache: Path) -> str:
                "--only-binary", ":all:", "-d", tmp, "-q", "--disable-pip-version-check"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wheels = list(Path(tmp).glob("*.whl"))
-        if proc.returncode != 0 or not wheels:
-            err = (proc.stderr.strip().splitlines() or ["no wheel"])[-1]
-            return f"{pkg.name} {version}: FAILED {err[:200]}"
-        files: dict[str, str] = {}
-        with zipfile.ZipFile(wheels[0]) as zf:
-            for name in zf.namelist():
-                if not name.endswith(".py") or not pkg.keeps(name):
-                    continue
-                data = zf.read(name)
-                digest = hashlib.sha256(data).hexdigest()
-                blob = cache / "blobs" / f"{digest}.py"
-                if not blob.exists():
-                    tmp_blob = blob.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-                    tmp_blob.write_bytes(data)
-                    tmp_blob.replace(blob)
-                files[name] = digest
+        if wheels:
+            source, files = wheels[0].name, _store(pkg, cache, _wheel_members(wheels[0]))
+        else:
+            try:
+                url = _sdist_url(pkg.dist, version)
+            except OSError as e:
+                url, proc.stderr = None, f"{proc.stderr}\nsimple index: {e}"
+            if url is None:
+                err = (proc.stderr.strip().splitlines() or ["no wheel"])[-1]
+                return f"{pkg.name} {version}: FAILED {err[:200]}"
+            archive = Path(tmp) / url.rsplit("/", 1)[-1]
+            urllib.request.urlretrieve(url, archive)
+            source, files = archive.name, _store(pkg, cache, _sdist_members(archive))
+    if not files:
+        return f"{pkg.name} {version}: FAILED no source of {pkg.name} in {source}"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps({"package": pkg.name, "version": version, "wheel": wheels[0].name,
+    dest.write_text(json.dumps({"package": pkg.name, "version": version, "wheel": source,
                                 "files": files}, sort_keys=True))
-    return f"{pkg.name} {version}: {len(files)} files"
+    return f"{pkg.name} {version}: {len(files)} files" + (" (source archive)" if source.endswith(".tar.gz") else "")
 
 
 def main(argv: list[str] | None = None) -> int:
