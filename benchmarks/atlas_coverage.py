@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from triage.catalogue.atlas import shipped, words  # noqa: E402
 from triage.catalogue.load import load_catalogue  # noqa: E402
 from triage.commands.catalogue.backtest import load_cases  # noqa: E402
 from triage.core.errors import TriageError  # noqa: E402
@@ -56,9 +57,27 @@ def miss_cause(engine: str, report: Report) -> str:
         return "raised by Python itself or its standard library (subprocess, json)"
     if f.frames and _LIBRARY_FRAME.search(f.frames[-1].file):
         return "raised in torch, Triton or another library the atlas does not read"
-    if len(f.message) >= 100 or f.message.rstrip().endswith(("...", "…")):
-        return "engine message not located: cut off"
-    return "engine message not located (reworded, paraphrased, or a build the atlas did not read)"
+    cut = len(f.message) >= 100 or f.message.rstrip().endswith(("...", "…"))
+    near = _nearest_share(f.message)
+    if near >= 0.6:
+        return ("engine message not located: cut off, " if cut else "engine message not located: ") + \
+            "a template shares most of its words (reworded, paraphrased, or below the atlas's minimum)"
+    return ("engine message not located: cut off, " if cut else "engine message not located: ") + \
+        "no template shares its words (another package, a fork or plugin, or the user's code)"
+
+
+def _nearest_share(message: str) -> float:
+    """The largest share of the message's words (4+ letters) that one atlas template holds."""
+    atlas = shipped()
+    if atlas is None:
+        return 0.0
+    mine = words(message.split("\n", 1)[0])
+    if not mine:
+        return 0.0
+    best = 0.0
+    for t in atlas.candidates(message, cut=True):
+        best = max(best, len(mine & words(t.text)) / len(mine))
+    return best
 
 
 def main() -> int:
