@@ -167,7 +167,7 @@ def _bare_assert(f: Failure, engine: str | None, atlas: Atlas, frame_pkgs: set[s
 
 def _string_tuple(line: str) -> list[str] | None:
     """The strings of a message printed as a tuple of strings ("('a ', 'b')"), else None."""
-    if not (line.startswith("(") and line.endswith(")") and line[1:2] in ("'", '"')):
+    if not (line.startswith("(") and line.endswith(")") and line[1:2] in ("'", '"')) or len(line) > CUT_SCAN:
         return None
     import ast
 
