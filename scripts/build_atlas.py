@@ -181,8 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     pointers: dict[str, set[str]] = defaultdict(set)
     for tkey, kw in tkeys.items():
         key = min(kw, key=lambda w: (df[w], -len(w), w))
-        used.add(key)
         name, exc, text = tkey
+        bare = text.startswith(atlas.BARE)
+        if not bare:
+            used.add(key)
         out_sites = []
         for (path, func), lines in sorted(sites[tkey].items()):
             cond, nm = site_info[(name, exc, text, path, func)]
@@ -194,17 +196,17 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     runs.extend((vi, vi, lines[vi]))
             out_sites.append([path, func, cond, [n for n in nm if n not in env][:8], flags + env, runs])
-        shards[atlas.shard_of(key)][key].append([name, exc, text, out_sites])
+        # a bare assert is found by its code line only, never by a message: filed apart
+        shards[atlas.shard_of(key)][(atlas.BARE_MARK + key) if bare else key].append([name, exc, text, out_sites])
         # a message cut off before its key word is still found through the words it starts with
         head = [w for w in atlas.key_words(text, limit=atlas.HEAD) if w in df]
-        if head and key not in head:
+        if not bare and head and key not in head:
             hw = min(head, key=lambda w: (df[w], -len(w), w))
             pointers[hw].add(key)
     for hw, keys in pointers.items():
         shards[atlas.shard_of(hw)][atlas.HEAD_MARK + hw] = sorted(keys)
     size = atlas.write(args.out, pkg_meta, [dict(s) for s in shards], used,
-                       extra={"built_from": {n: [m["versions"][0], m["versions"][-1]] for n, m in pkg_meta.items()}},
-                       heads=pointers)
+                       extra={"built_from": {n: [m["versions"][0], m["versions"][-1]] for n, m in pkg_meta.items()}})
     print(f"{len(tkeys)} templates filed under {len(used)} key words ({len(pointers)} head words point to "
           f"{sum(map(len, pointers.values()))}); {args.out}: {size / 1e6:.2f} MB; "
           f"{time.time() - t0:.0f} s in all", flush=True)

@@ -30,7 +30,7 @@ from functools import cache
 from pathlib import Path
 
 MAGIC = b"TRIAGE-ATLAS\n"
-FORMAT = 2  # bump when the layout above changes; tests check the shipped file against it
+FORMAT = 3  # bump when the layout above changes; tests check the shipped file against it
 # many small shards: a message's lookup reads a handful of words' shards, and a shard of a
 # 5 MB atlas in 2,048 parts parses in a fraction of a millisecond
 SHARDS = 2048
@@ -41,6 +41,7 @@ DATA = Path(__file__).resolve().parent / "data" / "atlas.bin"
 # by the log is counted on to show: a word there points to the template's key word
 HEAD = 36
 HEAD_MARK = "^"  # a shard entry under "^word" lists key words, not templates
+BARE_MARK = "="  # a shard entry under "=word" holds bare asserts filed under that word
 # a bare `assert cond` (no message) is stored as BARE + the statement's first line, as a
 # traceback's innermost frame shows it; it is found by that code line, never by a message
 BARE = "\x1e"
@@ -188,7 +189,6 @@ class Atlas:
     header: dict
     packages: dict[str, PackageInfo]
     keys: frozenset[str]
-    heads: frozenset[str] = frozenset()
     _shards: dict[int, dict[str, list]] = field(default_factory=dict)
     _made: dict[str, list[Template]] = field(default_factory=dict)
     _by_package: dict[str, list[tuple[list, str]]] | None = None
@@ -207,8 +207,7 @@ class Atlas:
         header["data_start"] = len(MAGIC) + 8 + size
         pkgs = {n: PackageInfo(name=n, versions=p["versions"], repo=p["repo"], repo_prefix=p["repo_prefix"],
                                tag=p["tag"], engine=p["engine"]) for n, p in header["packages"].items()}
-        return cls(path=path, header=header, packages=pkgs, keys=frozenset(header["keys"].split()),
-                   heads=frozenset(header.get("heads", "").split()))
+        return cls(path=path, header=header, packages=pkgs, keys=frozenset(header["keys"].split()))
 
     def shard(self, no: int) -> dict[str, list]:
         """One shard as stored: key word -> raw templates (made into Templates per word, on use)."""
@@ -223,20 +222,27 @@ class Atlas:
     def filed_under(self, word: str) -> list[Template]:
         made = self._made.get(word)
         if made is None:
-            raw = self.shard(shard_of(word, len(self.header["shards"]))).get(word, ())
-            made = self._made[word] = [make_template(t) for t in raw]
+            made = self._made[word] = [make_template(t) for t in self._stored(word)]
         return made
 
     def candidates(self, text: str, cut: bool = False) -> Iterator[Template]:
         """Templates filed under a word of `text`, each once; with `cut` (the text may stop
         short of its template's key word), also those whose first words `text` shows."""
-        keys = words(text)
-        todo = keys & self.keys
+        mine = words(text)
+        todo = mine & self.keys
         if cut:
-            for w in sorted(keys & self.heads):
-                todo.update(self.shard(shard_of(w, len(self.header["shards"]))).get(HEAD_MARK + w, ()))
+            for w in sorted(mine):
+                todo.update(self._stored(HEAD_MARK + w))
         for w in sorted(todo):
             yield from self.filed_under(w)  # a template is filed under one word only
+
+    def bare_asserts(self, code: str) -> Iterator[Template]:
+        """Bare asserts filed under a word of `code` (an `assert ...` line)."""
+        for w in sorted(words(code)):
+            yield from self.filed_under(BARE_MARK + w)
+
+    def _stored(self, entry: str) -> list:
+        return self.shard(shard_of(entry.lstrip(HEAD_MARK + BARE_MARK), len(self.header["shards"]))).get(entry, [])
 
     def stored_by_package(self, package: str) -> list[tuple[list, str]]:
         """Every template of a package as stored, with its lower-cased text, for a scan of the
@@ -245,11 +251,9 @@ class Atlas:
             self._by_package = {}
             for no in range(len(self.header["shards"])):
                 for key, raws in self.shard(no).items():
-                    if key.startswith(HEAD_MARK):
-                        continue
+                    if key.startswith((HEAD_MARK, BARE_MARK)):
+                        continue  # pointers, and code lines no pattern is written for
                     for raw in raws:
-                        if raw[2].startswith(BARE):
-                            continue  # a code line, not a message a pattern could match
                         self._by_package.setdefault(raw[0], []).append((raw, raw[2].lower()))
         return self._by_package.get(package, [])
 
@@ -286,7 +290,7 @@ class Atlas:
         for no in range(len(self.header["shards"])):
             for w in self.shard(no):
                 if not w.startswith(HEAD_MARK):
-                    yield from self.filed_under(w)
+                    yield from self.filed_under(w)  # messages, and (under BARE_MARK) bare asserts
 
 
 def make_template(raw: list) -> Template:
@@ -307,7 +311,7 @@ def shipped() -> Atlas | None:
 
 
 def write(path: Path, packages: dict[str, dict], shards: list[dict[str, list]], keys: Iterable[str],
-          extra: dict | None = None, heads: Iterable[str] = ()) -> int:
+          extra: dict | None = None) -> int:
     """Write an atlas file (scripts/build_atlas.py); returns its size in bytes."""
     blobs: list[bytes] = []
     offsets: list[tuple[int, int]] = []
@@ -318,7 +322,7 @@ def write(path: Path, packages: dict[str, dict], shards: list[dict[str, list]], 
         blobs.append(blob)
         pos += len(blob)
     header = {"format": FORMAT, "packages": packages, "shards": offsets, "keys": " ".join(sorted(keys)),
-              "heads": " ".join(sorted(heads)), **(extra or {})}
+              **(extra or {})}
     head = zlib.compress(json.dumps(header, separators=(",", ":")).encode(), 9)
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as fh:

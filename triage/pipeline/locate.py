@@ -154,7 +154,7 @@ def _bare_assert(f: Failure, engine: str | None, atlas: Atlas, frame_pkgs: set[s
     inner = f.frames[-1] if f.frames else None
     file = inner.file.replace("\\", "/") if inner else ""
     hits: list[tuple[Template, bool]] = []
-    for t in atlas.candidates(code):
+    for t in atlas.bare_asserts(code):
         pkg = atlas.packages.get(t.package)
         if t.text != BARE + code or pkg is None or not _eligible(pkg, engine, frame_pkgs):
             continue
@@ -199,7 +199,7 @@ def _best(atlas: Atlas, exc: str, line: str, engine: str | None, frame_pkgs: set
     scored: list[tuple[float, Template, bool]] = []
     for t in atlas.candidates(line, cut=at_end or _cut_off(line)):
         pkg = atlas.packages.get(t.package)
-        if t.text.startswith(BARE) or pkg is None or not _eligible(pkg, engine, frame_pkgs):
+        if pkg is None or not _eligible(pkg, engine, frame_pkgs):
             continue
         if frames:
             # with a traceback, the message was raised on its stack: a site elsewhere that
