@@ -406,3 +406,26 @@ def test_nccl_timeout_at_start_up_still_gets_the_longer_timeout(tmp_path):
     w = next(w for w in _all_workarounds(doc) if w["id"] == "sglang-raise-dist-timeout")
     assert w["status"] == "recommended"
     assert "--dist-timeout 3600" in _do_now(_md(str(path)))
+
+
+def test_a_release_range_is_checked_against_the_releases_the_traceback_line_allows(tmp_path):
+    # the example with its version lines gone and the frame at the line vLLM 0.9.1-0.9.2 raise
+    # the KV-cache check from (vllm/v1/core/kv_cache_utils.py:572): `--max-model-len auto`
+    # (0.14 on) is still not offered, and the report says why it believes the release
+    text = (ROOT / "examples" / "vllm-kv-cache-too-small.log").read_text()
+    text = "\n".join(ln for ln in text.splitlines() if "API server version" not in ln) + "\n"
+    text = text.replace(" (v0.9.1)", "").replace("line 527, in check_enough", "line 572, in check_enough")
+    log = _log(tmp_path, text)
+    _, doc = _json(log)
+    env = doc["environment"]
+    assert (env["version"], env["versions_by_line"], env["versions_basis"]) == (
+        None, "0.9.1-0.9.2", "vllm/v1/core/kv_cache_utils.py:572")
+    w = next(w for w in _all_workarounds(doc) if w["id"] == "vllm-max-model-len-auto")
+    assert w["status"] == NOT_APPLICABLE
+    assert "needs vllm >=0.14; the traceback's line numbers place this server at vllm 0.9.1-0.9.2" in w["note"]
+    md = _md(str(log))
+    assert "| engine | vllm 0.9.1-0.9.2 by its traceback (no version printed" in md
+    assert "--max-model-len auto" not in _do_now(md)
+    # the same log at a line no release has: nothing is inferred, nothing claimed
+    _, doc = _json(_log(tmp_path, text.replace("line 572,", "line 9999,"), "other.log"))
+    assert doc["environment"]["versions_by_line"] is None

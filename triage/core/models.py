@@ -242,6 +242,11 @@ class Environment(Record):
 
     engine: str | None = None
     version: str | None = None
+    # with no version in the log: the releases whose source raises the failure's message at the
+    # line its traceback shows ("0.6.2-0.6.3"), and that line; advice that needs a release range
+    # is checked against them
+    versions_by_line: str | None = None
+    versions_basis: str | None = None  # "vllm/model_executor/layers/sampler.py:627"
     model: str | None = None
     tp_size: int | None = None
     dp_size: int | None = None

@@ -128,6 +128,7 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     _fold_consequences(report)
     _order_failures(report)
     locate(report.failures, env, lines=by_no, last_line=res.total_lines)
+    _versions_by_line(report)
     messages = {no: ln.message for no, ln in by_no.items()}
     for f in report.failures:
         f.hints = hints_for(f, env.engine, env.version, messages)
@@ -194,6 +195,19 @@ def _count_repeats(res: ScanResult, failures: list[Failure], headers: dict[int, 
             f = failures[i]
             f.count += more[0]
             f.last_line = max(f.last_line or 0, more[1])
+
+
+def _versions_by_line(report: Report) -> None:
+    """A log that names no version: the releases its first located failure's traceback line
+    allows (the engine's own raise, at the line the frame shows)."""
+    env = report.environment
+    if env.version or not env.engine:
+        return
+    for f in report.failures:
+        site = next((r for r in f.raised_at if r.package == env.engine and r.line_versions), None)
+        if site is not None:
+            env.versions_by_line, env.versions_basis = site.line_versions, f"{site.file}:{site.line}"
+            return
 
 
 def _load_at_crash(res: ScanResult, failures: list[Failure], diagnostics: list[str]) -> LoadSummary:

@@ -204,6 +204,18 @@ def _release_rule(w: Workaround, spec: WorkaroundSpec | None, idx: FlagIndex | N
     return None
 
 
+def _line_release_rule(w: Workaround, spec: WorkaroundSpec | None, idx: FlagIndex | None,
+                       engine: str | None, spans: str) -> str | None:
+    """The release rule at each end of the ranges the traceback's line numbers allow: only when
+    every one of them rules the workaround out (ranges are monotonic in a flag's life)."""
+    ends = {v.strip() for span in spans.split(",") for v in span.split("-", 1) if v.strip()}
+    reasons = [_release_rule(w, spec, idx, engine, v) for v in sorted(ends)]
+    if not reasons or any(r is None for r in reasons):
+        return None
+    first = str(reasons[0]).rsplit("; this server runs ", 1)[0]
+    return f"{first}; the traceback's line numbers place this server at {engine} {spans}"
+
+
 def _points_rule(spec: WorkaroundSpec | None, report: Report) -> str | None:
     if spec is None or not spec.points_at:
         return None
@@ -238,6 +250,8 @@ def judge(w: Workaround, spec: WorkaroundSpec | None, report: Report, failure: F
         why = f"it helps only during {' or '.join(spec.phases)}; this failure happened while {while_}"
     mine = spec is None or spec.engine == env.engine
     why = why or _release_rule(w, spec, idx if mine else None, env.engine, env.version)
+    if why is None and env.version is None and env.versions_by_line:
+        why = _line_release_rule(w, spec, idx if mine else None, env.engine, env.versions_by_line)
     why = why or _points_rule(spec, report)
     if why is None and mine and w.status == "recommended":
         why = _value_rule(w, spec, idx, env.settings)
