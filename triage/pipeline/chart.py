@@ -1,0 +1,112 @@
+"""The HTML report's timeline as numbers: the scan's load buckets placed on one time axis (or
+line axis, for a log without timestamps) with the phases, failures, restarts and host events.
+
+The renderer only draws what this holds; every timestamp is read here, where the log's own
+formats are known (pipeline/parse), so that render/ never parses log text.
+"""
+
+from __future__ import annotations
+
+from triage.core.models import Chart, ChartMark, ChartPoint, Report
+from triage.pipeline.loadseries import Bucket, SeriesFold, bounded
+from triage.pipeline.parse.lines import LogLine, parse_line
+from triage.pipeline.parse.timeline import seconds_between
+
+# the crash's window: this many buckets before the crash's and after it, at the global grain
+ZOOM_BEFORE, ZOOM_AFTER = 24, 6
+# wider than this, those buckets are read back from the file and folded again, finer; the
+# window then shrinks to the crash's bucket and its neighbours (a 1 GiB log: about 1% of it)
+REFOLD_BYTES = 4 * 1024 * 1024
+REFOLD_BEFORE, REFOLD_AFTER = 2, 1
+ZOOM_POINTS = 400
+
+
+def _points(buckets: list[Bucket], start: str | None) -> list[ChartPoint]:
+    out = []
+    for b in buckets:
+        ts = parse_line(b.stamp_line, b.stamp).ts if b.stamp else None
+        out.append(ChartPoint(line=b.first_line, end_line=b.last_line, values=b.values,
+                              seconds=seconds_between(start, ts) if start and ts else None))
+    return out
+
+
+def _zoom(buckets: list[Bucket], crash_line: int, source: tuple[str, int] | None) -> list[Bucket]:
+    """The buckets around the crash: the global ones, or those bytes folded again finer."""
+    i = next((k for k, b in enumerate(buckets) if b.last_line >= crash_line), len(buckets) - 1)
+    lo, hi = max(0, i - ZOOM_BEFORE), min(len(buckets), i + ZOOM_AFTER + 1)
+    window = buckets[lo:hi]
+    if source is None or sum(b.end - b.offset for b in window) <= REFOLD_BYTES:
+        return window
+    lo, hi = max(0, i - REFOLD_BEFORE), min(len(buckets), i + REFOLD_AFTER + 1)
+    first, last = buckets[lo], buckets[hi - 1]
+    path, _size = source
+    fold = SeriesFold(width=max(512, (last.end - first.offset) // ZOOM_POINTS))
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(first.offset)
+            data = fh.read(last.end - first.offset)
+    except OSError:
+        return buckets[lo:hi]  # the file went away since the scan: the coarse window still says something
+    fold.feed(data, len(data), first.first_line, first.offset)
+    return bounded(fold.finish(), ZOOM_POINTS)
+
+
+def _restarts(lines: list[LogLine]) -> list[LogLine]:
+    """The launch lines after the first: the server started again in the same log."""
+    from triage.pipeline.parse.config import start_lines
+
+    return start_lines(lines)[1:]
+
+
+def build_chart(report: Report, buckets: list[Bucket], load_lines: int, lines: list[LogLine],
+                source: tuple[str, int] | None) -> Chart:
+    """The chart of an analysed log: `buckets` from the scan (already finished), `lines` the
+    parsed lines the stages read, `source` the regular file they came from (None: a stream)."""
+    tl = report.timeline
+    start = tl.first_time
+    ts_of = {ln.no: ln.ts for ln in lines if ln.ts}
+
+    def at(line: int | None, ts: str | None = None) -> float | None:
+        ts = ts or (ts_of.get(line) if line is not None else None)
+        return seconds_between(start, ts) if start and ts else None
+
+    chart = Chart(start=start, points=_points(buckets, start), load_lines=load_lines,
+                  first_line=tl.first_line or 1, last_line=report.lines)
+    chart.last_seconds = max((s for s in (at(ln.no) for ln in reversed(lines[-50:])) if s is not None), default=None)
+    if chart.points and chart.points[-1].seconds is not None:
+        chart.last_seconds = max(chart.last_seconds or 0.0, chart.points[-1].seconds)
+    phases = list(tl.phases)
+    for k, p in enumerate(phases):
+        nxt = phases[k + 1] if k + 1 < len(phases) else None
+        end_line = nxt.line if nxt else (tl.ready.line if tl.ready else p.line)
+        end_s = at(nxt.line, nxt.time) if nxt else (at(tl.ready.line) if tl.ready else None)
+        chart.marks.append(ChartMark(kind="phase", label=p.name, line=p.line, seconds=at(p.line, p.time),
+                                     end_line=end_line, end_seconds=end_s))
+    if tl.ready is not None:
+        crash = tl.crash.line if tl.crash else None
+        chart.marks.append(ChartMark(kind="phase", label="serving", line=tl.ready.line, seconds=at(tl.ready.line),
+                                     end_line=crash or report.lines, end_seconds=at(crash) if crash else chart.last_seconds))
+    for f in report.failures:
+        chart.marks.append(ChartMark(kind="failure" if f.fatal else "request-error", label=f.exception,
+                                     line=f.line, seconds=at(f.line, f.time), strong=tl.crash is not None and f.line == tl.crash.line))
+    for ln in _restarts(lines):
+        chart.marks.append(ChartMark(kind="restart", label="server started again", line=ln.no, seconds=at(ln.no)))
+    if tl.crash is not None and buckets:
+        chart.zoom = _points(_zoom(buckets, tl.crash.line, source), start)
+    return chart
+
+
+def add_host_events(report: Report) -> None:
+    """The host records' events (`analyze --with`) on the chart's clock: placed from their
+    distance to the failure, which the host stage measured on the server log's clock."""
+    chart, host = report.chart, report.host
+    if chart is None or host is None or not host.events:
+        return
+    base = seconds_between(chart.start, host.failure_time) if chart.start and host.failure_time else None
+    for k, ev in enumerate(host.events):
+        placed = base is not None and ev.seconds_before_failure is not None
+        seconds = base - ev.seconds_before_failure if placed else None  # type: ignore[operator]
+        label = ev.kind + (f" Xid {ev.xid}" if ev.xid is not None else "")
+        chart.marks.append(ChartMark(kind="host", label=label, seconds=seconds,
+                                     strong=ev.hardware or k == host.attribution.cause))
+
