@@ -109,6 +109,21 @@ def _lane_label(y: float, h: float, text: str) -> str:
     return f'<text class="lane-label" x="{LEFT - 6}" y="{y + h / 2 + 4:.1f}" text-anchor="end">{escape(text)}</text>'
 
 
+def _segments(own: list[tuple[float, list[float]]]) -> list[list[tuple[float, list[float]]]]:
+    """The points cut where the log printed no load line for a long stretch (the server was
+    down, restarting, loading): a line drawn across that gap would show load that was not there."""
+    gaps = sorted(b[0] - a[0] for a, b in zip(own, own[1:], strict=False))
+    if not gaps:
+        return [own]
+    wide = max(12.0, 6 * gaps[len(gaps) // 2])
+    out = [[own[0]]]
+    for a, b in zip(own, own[1:], strict=False):
+        if b[0] - a[0] > wide:
+            out.append([])
+        out[-1].append(b)
+    return out
+
+
 def _load_lane(base: str, keys: list[str], pts: list[tuple[float, ChartPoint]], axis: Axis, y: float) -> str:
     vals = [v for _, p in pts for k in keys if (v := p.values.get(k)) is not None]
     top = max((v[1] for v in vals), default=0.0) or 1.0
@@ -129,14 +144,15 @@ def _load_lane(base: str, keys: list[str], pts: list[tuple[float, ChartPoint]], 
             continue
         # one figure: the metric's own colour in every lane; per rank: a colour per rank
         cls = f"s{(ORDER.index(base) if base in ORDER else 0) % 6}" if len(keys) == 1 else f"s{n % 6}"
-        if len(keys) == 1 and len(own) > 1:
-            band = [f"{x:.1f},{yv(v[1]):.1f}" for x, v in own] + [f"{x:.1f},{yv(v[0]):.1f}" for x, v in reversed(own)]
-            body.append(f'<polygon class="band {cls}" points="{" ".join(band)}"/>')
-        line = " ".join(f"{x:.1f},{yv(v[2] if len(keys) == 1 else v[1]):.1f}" for x, v in own)
         peak = max(v[1] for _, v in own)
         name = LABELS.get(base, base) + (key[len(base):] if len(keys) > 1 else "")
-        body.append(f'<polyline class="series {cls}" points="{line}"><title>{escape(name)}: peak {_fmt(peak)}'
-                    f'</title></polyline>')
+        for seg in _segments(own):
+            if len(keys) == 1 and len(seg) > 1:
+                band = [f"{x:.1f},{yv(v[1]):.1f}" for x, v in seg] + [f"{x:.1f},{yv(v[0]):.1f}" for x, v in reversed(seg)]
+                body.append(f'<polygon class="band {cls}" points="{" ".join(band)}"/>')
+            line = " ".join(f"{x:.1f},{yv(v[2] if len(keys) == 1 else v[1]):.1f}" for x, v in seg)
+            body.append(f'<polyline class="series {cls}" points="{line}"><title>{escape(name)}: peak {_fmt(peak)}'
+                        f'</title></polyline>')
         if len(own) == 1:
             x, v = own[0]
             body.append(f'<circle class="dot {cls}" cx="{x:.1f}" cy="{yv(v[2]):.1f}" r="2.5"/>')
@@ -268,8 +284,11 @@ def draw(chart: Chart, zoom: bool = False, title: str = "") -> str:
             parts.append(f'<rect class="zoom-window" x="{x0 - 1:.1f}" y="2" width="{max(x1 - x0, 2) + 2:.1f}" '
                          f'height="{y - 2:.1f}"><title>the window zoomed below</title></rect>')
     parts.append(_ticks(axis, y, 4.0))
+    body = "\n".join(parts)
+    if zoom:  # ids are unique in a page: the zoomed copy's lanes are zoom-lane-*
+        body = body.replace(' id="', ' id="zoom-')
     height = y + AXIS_H
     label = escape(title or ("the crash's window" if zoom else "the whole log"))
     return (f'<svg class="timeline" id="{"timeline-zoom" if zoom else "timeline"}" '
             f'viewBox="0 0 {WIDTH} {height:.0f}" role="img" aria-label="{label}">\n<title>{label}</title>\n'
-            + "\n".join(parts) + "\n</svg>")
+            + body + "\n</svg>")
