@@ -150,12 +150,15 @@ def _load_lane(base: str, keys: list[str], pts: list[tuple[float, ChartPoint]], 
             if len(keys) == 1 and len(seg) > 1:
                 band = [f"{x:.1f},{yv(v[1]):.1f}" for x, v in seg] + [f"{x:.1f},{yv(v[0]):.1f}" for x, v in reversed(seg)]
                 body.append(f'<polygon class="band {cls}" points="{" ".join(band)}"/>')
-            line = " ".join(f"{x:.1f},{yv(v[2] if len(keys) == 1 else v[1]):.1f}" for x, v in seg)
-            body.append(f'<polyline class="series {cls}" points="{line}"><title>{escape(name)}: peak {_fmt(peak)}'
-                        f'</title></polyline>')
-        if len(own) == 1:
-            x, v = own[0]
-            body.append(f'<circle class="dot {cls}" cx="{x:.1f}" cy="{yv(v[2]):.1f}" r="2.5"/>')
+            tip = f"<title>{escape(name)}: peak {_fmt(peak)}</title>"
+            coords = [f"{x:.1f},{yv(v[2] if len(keys) == 1 else v[1]):.1f}" for x, v in seg]
+            if len(set(coords)) == 1:
+                # a lone point between gaps (or several in the same second at the same value): a
+                # line through one point has no length, and a browser draws nothing for it
+                cx, cy = coords[0].split(",")
+                body.append(f'<circle class="dot {cls}" cx="{cx}" cy="{cy}" r="2">{tip}</circle>')
+                continue
+            body.append(f'<polyline class="series {cls}" points="{" ".join(coords)}">{tip}</polyline>')
     if len(keys) > 1:
         shown = ", ".join(k[len(base):].strip() for k in keys[:MAX_RANKS])
         more = f" (+{len(keys) - MAX_RANKS} more)" if len(keys) > MAX_RANKS else ""
