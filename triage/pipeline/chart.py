@@ -27,7 +27,24 @@ def _points(buckets: list[Bucket], start: str | None) -> list[ChartPoint]:
         ts = parse_line(b.stamp_line, b.stamp).ts if b.stamp else None
         out.append(ChartPoint(line=b.first_line, end_line=b.last_line, values=b.values,
                               seconds=seconds_between(start, ts) if start and ts else None))
+    _spread(out)
     return out
+
+
+def _spread(points: list[ChartPoint]) -> None:
+    """Points that share a whole-second timestamp (SGLang prints no fraction; a busy server
+    logs ten load lines a second) spread over that second in their order, instead of stacking
+    on one x where the chart would draw them as a vertical stroke."""
+    i = 0
+    while i < len(points):
+        s = points[i].seconds
+        j = i + 1
+        while j < len(points) and s is not None and points[j].seconds == s:
+            j += 1
+        if s is not None and j - i > 1 and s == int(s):
+            for k in range(i, j):
+                points[k].seconds = s + (k - i) / (j - i)
+        i = j
 
 
 def _zoom(buckets: list[Bucket], crash_line: int, source: tuple[str, int] | None) -> list[Bucket]:
@@ -76,10 +93,17 @@ def build_chart(report: Report, buckets: list[Bucket], load_lines: int, lines: l
     if chart.points and chart.points[-1].seconds is not None:
         chart.last_seconds = max(chart.last_seconds or 0.0, chart.points[-1].seconds)
     phases = list(tl.phases)
+    # the last phase lasts until ready; never ready: until the crash, or the log's end
+    if tl.ready is not None:
+        last_end, last_end_s = tl.ready.line, at(tl.ready.line)
+    elif tl.crash is not None:
+        last_end, last_end_s = tl.crash.line, at(tl.crash.line, tl.crash_time)
+    else:
+        last_end, last_end_s = report.lines, chart.last_seconds
     for k, p in enumerate(phases):
         nxt = phases[k + 1] if k + 1 < len(phases) else None
-        end_line = nxt.line if nxt else (tl.ready.line if tl.ready else p.line)
-        end_s = at(nxt.line, nxt.time) if nxt else (at(tl.ready.line) if tl.ready else None)
+        end_line = nxt.line if nxt else last_end
+        end_s = at(nxt.line, nxt.time) if nxt else last_end_s
         chart.marks.append(ChartMark(kind="phase", label=p.name, line=p.line, seconds=at(p.line, p.time),
                                      end_line=end_line, end_seconds=end_s))
     if tl.ready is not None:

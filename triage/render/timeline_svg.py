@@ -112,7 +112,7 @@ def _lane_label(y: float, h: float, text: str) -> str:
 def _segments(own: list[tuple[float, list[float]]]) -> list[list[tuple[float, list[float]]]]:
     """The points cut where the log printed no load line for a long stretch (the server was
     down, restarting, loading): a line drawn across that gap would show load that was not there."""
-    gaps = sorted(b[0] - a[0] for a, b in zip(own, own[1:], strict=False))
+    gaps = sorted(g for a, b in zip(own, own[1:], strict=False) if (g := b[0] - a[0]) > 0)
     if not gaps:
         return [own]
     wide = max(12.0, 6 * gaps[len(gaps) // 2])
