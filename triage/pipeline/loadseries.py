@@ -104,11 +104,16 @@ class SeriesFold:
 
     def feed(self, buf: bytes | bytearray, n: int, first_line: int, at: int = 0) -> None:
         """Fold buf[:n], whose first line is `first_line` and first byte the log's `at`th."""
-        sgl = buf.find(_SGL_WORD, 0, n) >= 0
-        vllm = buf.find(_VLLM_WORD, 0, n) >= 0
+        # one engine writes a log: a search that finds nothing reads the whole chunk, so the
+        # second engine's word is looked for only when the first's is absent
+        first = buf.find(_SGL_WORD, 0, n)
+        sgl = first >= 0
+        vllm = not sgl and buf.find(_VLLM_WORD, 0, n) >= 0
         if not (sgl or vllm):
             return  # a chunk without load lines (start-up, a traceback) adds no bucket
-        dp = sgl and buf.find(b" DP", 0, n) >= 0 and _SGL_DP_PROBE.search(buf, 0, n) is not None
+        # data parallelism shows in every decode line's prefix: the first one says
+        head, eol = buf.rfind(b"\n", 0, max(first, 0)) + 1, buf.find(b"\n", max(first, 0), n)
+        dp = sgl and _SGL_DP_PROBE.search(buf, head, n if eol < 0 else eol) is not None
         pos, line = 0, first_line
         while pos < n:
             end = n if n - pos < self.width * 3 // 2 else pos + self.width
@@ -122,7 +127,7 @@ class SeriesFold:
             if vllm:
                 self._vllm(b, buf, pos, end)
             if b.values or b.prompt:
-                self._stamp(b, buf, pos, end, line)
+                self._stamp(b, buf, pos, end, line, _SGL_WORD if sgl else _VLLM_WORD)
                 self.buckets.append(b)
                 if len(self.buckets) > MAX_BUCKETS:
                     self.buckets = halve(self.buckets)
@@ -174,8 +179,8 @@ class SeriesFold:
             b.add("cache_hit" + suffix, hits)
 
     @staticmethod
-    def _stamp(b: Bucket, buf: bytes | bytearray, pos: int, end: int, line: int) -> None:
-        at = max(buf.rfind(_SGL_WORD, pos, end), buf.rfind(_VLLM_WORD, pos, end))
+    def _stamp(b: Bucket, buf: bytes | bytearray, pos: int, end: int, line: int, word: bytes) -> None:
+        at = buf.rfind(word, pos, end)
         if at < 0:
             at = buf.rfind(b"Prefill batch", pos, end)
         if at < 0:
