@@ -212,3 +212,23 @@ def test_html_is_for_one_log(tmp_path):
     assert len(p.stderr.decode().strip().splitlines()) == 1
     p = run_cli("fleet", str(tmp_path), "--format", "html")
     assert p.returncode == 2 and not p.stdout
+
+
+def test_ranks_that_differ_get_a_line_each(tmp_path):
+    """SGLang with data parallelism prints a decode line per DP rank: one line per rank where
+    their figures differ, one line where every rank printed the same."""
+    rows = []
+    for i in range(60):
+        for dp, tp, running in ((0, 0, 10 + i), (1, 8, 50)):
+            rows.append(f"[2025-06-24 22:27:{i:02d} DP{dp} TP{tp}] Decode batch. #running-req: {running}, #token: 5, "
+                        "token usage: 0.10, cuda graph: True, gen throughput (token/s): 5.00, #queue-req: 0\n")
+    log = tmp_path / "dp.log"
+    log.write_text("[2025-06-24 22:26:45] server_args=ServerArgs(model_path='m', dp_size=2)\n" + "".join(rows))
+    chart = analyze_file(str(log), options=Options(chart=True)).chart
+    assert chart is not None and chart.load_lines == 120
+    assert {"running DP0", "running DP1"} <= set().union(*(p.values for p in chart.points))
+    page = html_of(log, code=0)
+    lane = page.split('id="lane-running"')[1].split("</g>")[0]
+    assert lane.count("<polyline") == 2 and "per rank: DP0, DP1" in lane
+    queued = page.split('id="lane-queued"')[1].split("</g>")[0]
+    assert queued.count("<polyline") + queued.count("<circle") == 1  # the ranks' queues were the same
