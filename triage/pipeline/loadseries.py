@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 MAX_BUCKETS = 512  # after a merge 256 remain: a chart is drawn from 256-512 points
-FIRST_WIDTH = 2048  # bytes per bucket at the start: about one load line each in a small log
+FIRST_WIDTH = 512  # bytes per bucket at the start: one to three load lines each in a small log
 STAMP_BYTES = 96  # what is kept of a bucket's last load line: its prefix, where the timestamp is
 
 _NUM = rb"(\d{1,12}(?:\.\d{1,6})?)"  # no figure is longer; a hostile run of digits is none
