@@ -99,8 +99,12 @@ def series(points: list[ChartPoint]) -> dict[str, list[str]]:
     out = {}
     for base in sorted(keys, key=lambda b: ORDER.index(b) if b in ORDER else len(ORDER)):
         ks = sorted(keys[base])
-        if len(ks) > 1 and all(len({tuple(p.values.get(k, ())) for k in ks}) == 1 for p in points):
-            ks = ks[:1]  # every rank printed the same figures: one line says it
+        # every rank printed the same figures wherever a stretch holds several ranks' lines: one
+        # line says it (stretches with a single rank's lines can tell nothing either way)
+        shared = [{tuple(v) for k in ks if (v := p.values.get(k)) is not None} for p in points
+                  if sum(k in p.values for k in ks) > 1]
+        if len(ks) > 1 and shared and all(len(s) == 1 for s in shared):
+            ks = ks[:1]
         out[base] = ks
     return out
 
