@@ -15,14 +15,16 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.core import vocabulary as anchors
 from triage.core.load_summary import LoadSummary
 from triage.core.recache import re_compile
 from triage.core.vocabulary import CONTENT_BYTES, FAILURE_HINTS
-from triage.pipeline.loadseries import Bucket, SeriesFold, bounded, shifted
 from triage.pipeline.prefill import Ring, apply
+
+if TYPE_CHECKING:
+    from triage.pipeline.loadseries import Bucket, SeriesFold
 
 # a figure is at most 18 digits: a longer run of digits (a hostile log) is no figure, and int()
 # refuses strings of over 4,300 digits
@@ -640,7 +642,11 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
     chunks are the bytes of that regular file, which can be read again: the prefix cache's
     tokens are then left to prefill.read_back; otherwise a prefill.Ring sums them here.
     `series`: also fold the load series (only the HTML report draws it)."""
-    fold = SeriesFold() if series else None
+    fold: SeriesFold | None = None
+    if series:  # imported only for HTML: its patterns cost the Markdown and JSON runs nothing
+        from triage.pipeline.loadseries import SeriesFold
+
+        fold = SeriesFold()
     res = ScanResult(engine_used=prefilter.engine, scanner_note=prefilter.note, prefill_source=source)
     ring = Ring() if source is None else None
     keeper = _Keeper(res, copies=overflow is not None)
@@ -902,6 +908,8 @@ def _shift(res: ScanResult, by: int) -> None:
         if summary.peak_line is not None:
             summary.peak_line += by
     if res.series:
+        from triage.pipeline.loadseries import shifted
+
         shifted(res.series, by)
 
 
@@ -980,6 +988,8 @@ def merge(parts: list[ScanResult]) -> ScanResult:
         offset += res.total_lines
     out.total_lines = offset
     if out.series is not None:
+        from triage.pipeline.loadseries import bounded
+
         out.series = bounded(out.series)
     return out
 
