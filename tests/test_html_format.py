@@ -232,3 +232,26 @@ def test_ranks_that_differ_get_a_line_each(tmp_path):
     assert lane.count("<polyline") == 2 and "per rank: DP0, DP1" in lane
     queued = page.split('id="lane-queued"')[1].split("</g>")[0]
     assert queued.count("<polyline") + queued.count("<circle") == 1  # the ranks' queues were the same
+
+
+def test_a_restart_is_marked_and_its_phases_drawn(tmp_path):
+    start = ("[2025-06-24 22:{m:02d}:00] server_args=ServerArgs(model_path='m', tp_size=1)\n"
+             "[2025-06-24 22:{m:02d}:05 TP0] Load weight begin. avail mem=70.00 GB\n"
+             "[2025-06-24 22:{m:02d}:20 TP0] Load weight end. type=X, dtype=torch.bfloat16, avail mem=30.00 GB\n"
+             "[2025-06-24 22:{m:02d}:40] The server is fired up and ready to roll!\n")
+    load = ("[2025-06-24 22:{m:02d}:{s:02d} TP0] Decode batch. #running-req: 4, #token: 5, token usage: 0.10, "
+            "cuda graph: True, gen throughput (token/s): 5.00, #queue-req: 0\n")
+    crash = ("[2025-06-24 22:{m:02d}:50 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+             '  File "/x/scheduler.py", line 1, in run\n    raise RuntimeError(x)\nRuntimeError: boom\n')
+    text = (start.format(m=1) + "".join(load.format(m=1, s=41 + i) for i in range(8)) + crash.format(m=1)
+            + start.format(m=3) + "".join(load.format(m=3, s=41 + i) for i in range(8)))
+    log = tmp_path / "restart.log"
+    log.write_text(text)
+    chart = analyze_file(str(log), options=Options(chart=True)).chart
+    assert chart is not None
+    restarts = [m for m in chart.marks if m.kind == "restart"]
+    assert [m.line for m in restarts] == [17]  # 4 start-up lines, 8 load lines, 4 of the crash
+    assert [m.label for m in chart.marks if m.kind == "phase" and (m.line or 0) > 17] == ["loading weights",
+                                                                                         "allocating KV cache", "serving"]
+    page = html_of(log, code=0)  # the server served again after it: triage calls it request-level
+    assert 'class="marker restart"' in page and page.count('class="phase phase-0"') == 2

@@ -7,10 +7,20 @@ formats are known (pipeline/parse), so that render/ never parses log text.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Callable
+
 from triage.core.models import Chart, ChartMark, ChartPoint, Report
 from triage.pipeline.loadseries import Bucket, SeriesFold, bounded
 from triage.pipeline.parse.lines import LogLine, parse_line
-from triage.pipeline.parse.timeline import seconds_between
+from triage.pipeline.parse.timeline import (
+    FIRED_UP,
+    READY_PHASE,
+    SERVING,
+    STARTING,
+    next_phase,
+    seconds_between,
+)
 
 # the crash's window: this many buckets before the crash's and after it, at the global grain
 ZOOM_BEFORE, ZOOM_AFTER = 24, 6
@@ -113,11 +123,62 @@ def build_chart(report: Report, buckets: list[Bucket], load_lines: int, lines: l
     for f in report.failures:
         chart.marks.append(ChartMark(kind="failure" if f.fatal else "request-error", label=f.exception,
                                      line=f.line, seconds=at(f.line, f.time), strong=tl.crash is not None and f.line == tl.crash.line))
-    for ln in _restarts(lines):
+    restarts = _restarts(lines)
+    for k, ln in enumerate(restarts):
         chart.marks.append(ChartMark(kind="restart", label="server started again", line=ln.no, seconds=at(ln.no)))
+        upto = restarts[k + 1].no if k + 1 < len(restarts) else report.lines
+        chart.marks += _phases_after(lines, ln.no, upto, at, chart.last_seconds if upto == report.lines else at(upto))
     if tl.crash is not None and buckets:
         chart.zoom = _points(_zoom(buckets, tl.crash.line, source), start)
+    _within_seconds(chart)
     return chart
+
+
+def _phases_after(lines: list[LogLine], first: int, upto: int, at: Callable[[int | None, str | None], float | None],
+                  end_s: float | None) -> list[ChartMark]:
+    """A restart's phases, by the same phase machine as the first start's (parse/timeline.py),
+    each lasting until the next; once ready, serving until the next start or the log's end."""
+    sglang = any(ln.dialect == "sglang" or FIRED_UP in ln.message for ln in lines)
+    phase = STARTING
+    marks: list[ChartMark] = []
+    for ln in lines:
+        if not first < ln.no <= upto:
+            continue
+        target = next_phase(phase, ln.message, sglang)
+        if target is None:
+            continue
+        phase = target
+        if marks:
+            marks[-1].end_line, marks[-1].end_seconds = ln.no, at(ln.no, ln.ts)
+        marks.append(ChartMark(kind="phase", label=SERVING if target == READY_PHASE else target, line=ln.no,
+                               seconds=at(ln.no, ln.ts)))
+        if target == READY_PHASE:
+            break
+    if marks:
+        marks[-1].end_line, marks[-1].end_seconds = upto, end_s
+    return marks
+
+
+def _within_seconds(chart: Chart) -> None:
+    """A mark in a second whose load points were spread over it (_spread) goes between them by
+    its line: a crash right after the second's last load line is drawn after it, not before."""
+    by_second: dict[int, list[int]] = {}
+    zoomed: dict[int, list[int]] = {}  # the crash's window is finer where it has the second
+    for grid, into in ((chart.points, by_second), (chart.zoom, zoomed)):
+        for p in grid:
+            if p.seconds is not None:
+                into.setdefault(int(p.seconds), []).append(p.end_line)
+    by_second.update(zoomed)
+
+    def placed(line: int | None, s: float | None) -> float | None:
+        if line is None or s is None or s != int(s) or len(by_second.get(int(s), ())) < 2:
+            return s
+        lines = by_second[int(s)]  # the points sit at s + k/n (_spread): a mark goes halfway between two
+        return s + max(bisect.bisect_right(lines, line) - 0.5, 0.0) / len(lines)
+
+    for m in chart.marks:
+        m.seconds = placed(m.line, m.seconds)
+        m.end_seconds = placed(m.end_line, m.end_seconds)
 
 
 def add_host_events(report: Report) -> None:

@@ -172,9 +172,13 @@ def _load_lane(base: str, keys: list[str], pts: list[tuple[float, ChartPoint]], 
     return "\n".join(body)
 
 
+_PHASE_CLASS = {"loading weights": "phase-0", "allocating KV cache": "phase-1", "capturing CUDA graphs": "phase-2",
+                "warming up": "phase-3", "serving": "phase-serving"}
+
+
 def _phase_lane(marks: list[ChartMark], place: _Placer, axis: Axis, y: float) -> str:
     body = ['<g class="lane lane-phases" id="lane-phases">', _lane_label(y, PHASE_H, "phases")]
-    for n, m in enumerate(marks):
+    for m in marks:
         a, b = place.mark(m), place.mark(m, end=True)
         if a is None:
             continue
@@ -183,7 +187,7 @@ def _phase_lane(marks: list[ChartMark], place: _Placer, axis: Axis, y: float) ->
             continue
         x0, x1 = axis.x(a), axis.x(b)
         w = max(x1 - x0, 2.0)
-        cls = "phase-serving" if m.label == "serving" else f"phase-{n % 4}"
+        cls = _PHASE_CLASS.get(m.label, "phase-1")  # by name: a restart's phases look like the first start's
         body.append(f'<rect class="phase {cls}" x="{x0:.1f}" y="{y:.1f}" width="{w:.1f}" height="{PHASE_H}">'
                     f'<title>{escape(m.label)} (line {m.line})</title></rect>')
         if w > 7 * len(m.label):
