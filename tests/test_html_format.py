@@ -201,6 +201,17 @@ def test_host_events_get_their_own_lane():
     assert lane, "no host lane"
     assert any(t == "rect" and "marker host" in (a.get("class") or "") for t, a in p.tags)
     assert "Host records" in page
+    # on the chart's clock: the Xid ten minutes before the NCCL watchdog's failure, whose own
+    # glog-style line has no timestamp the parser reads (the next stamped line gives its time)
+    from triage.commands.analyze import analyze_logs
+
+    r = analyze_logs([str(HOST / "xid79-nccl" / "server.log")], options=Options(chart=True),
+                     with_records=[str(HOST / "xid79-nccl" / "dmesg-T.txt")]).reports[0]
+    assert r.chart is not None
+    crash = next(m for m in r.chart.marks if m.kind == "failure" and m.strong)
+    xid = next(m for m in r.chart.marks if m.kind == "host" and "Xid 79" in m.label)
+    assert crash.seconds is not None and xid.seconds is not None
+    assert 590 <= crash.seconds - xid.seconds <= 620
 
 
 def test_html_is_for_one_log(tmp_path):

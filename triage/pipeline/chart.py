@@ -78,6 +78,21 @@ def _zoom(buckets: list[Bucket], crash_line: int, source: tuple[str, int] | None
     return bounded(fold.finish(), ZOOM_POINTS)
 
 
+# a line with no timestamp of its own (a glog-style `E0624 22:38:41` torch line, a traceback's
+# body) takes the time of the next stamped line within this many lines, else the last before it
+NEAR_AFTER = 24
+
+
+def _nearest_time(stamped: list[tuple[int, str]], numbers: list[int], line: int) -> str | None:
+    """The time of `line` from the kept lines around it. The next stamped line comes first: a
+    failure's own lines follow it at once, while the last stamped line before it can be a load
+    line minutes older (an NCCL watchdog fires ten minutes after the last batch)."""
+    i = bisect.bisect_left(numbers, line)
+    if i < len(numbers) and numbers[i] - line <= NEAR_AFTER:
+        return stamped[i][1]
+    return stamped[i - 1][1] if i else None
+
+
 def _restarts(lines: list[LogLine]) -> list[LogLine]:
     """The launch lines after the first: the server started again in the same log."""
     from triage.pipeline.parse.config import start_lines
@@ -91,10 +106,12 @@ def build_chart(report: Report, buckets: list[Bucket], load_lines: int, lines: l
     parsed lines the stages read, `source` the regular file they came from (None: a stream)."""
     tl = report.timeline
     start = tl.first_time
-    ts_of = {ln.no: ln.ts for ln in lines if ln.ts}
+    stamped = [(ln.no, ln.ts) for ln in lines if ln.ts]  # collect_lines gives them in line order
+    numbers = [no for no, _ in stamped]
 
     def at(line: int | None, ts: str | None = None) -> float | None:
-        ts = ts or (ts_of.get(line) if line is not None else None)
+        if not ts and line is not None and stamped:
+            ts = _nearest_time(stamped, numbers, line)
         return seconds_between(start, ts) if start and ts else None
 
     chart = Chart(start=start, points=_points(buckets, start), load_lines=load_lines,
