@@ -266,3 +266,19 @@ def test_a_restart_is_marked_and_its_phases_drawn(tmp_path):
                                                                                          "allocating KV cache", "serving"]
     page = html_of(log, code=0)  # the server served again after it: triage calls it request-level
     assert 'class="marker restart"' in page and page.count('class="phase phase-0"') == 2
+
+
+@pytest.mark.parametrize("log", sorted(FIXTURES.glob("*.log*")), ids=lambda p: p.name)
+def test_every_fixture_log_gives_a_valid_page(log):
+    """The fixtures' shapes (eight ranks, a segfault, a .gz stream, interleaved vLLM workers, a
+    clean start) each make a well-formed page that fetches nothing."""
+    p = run_cli("analyze", str(log), "--format", "html")
+    assert p.returncode in (0, 1), p.stderr.decode()[-2000:]
+    page = p.stdout.decode()
+    self_contained(parse(page), page)
+
+
+def test_a_baseline_comparison_is_on_the_page():
+    page = html_of(FIXTURES / "sglang-nsa-tp8.log", "--baseline", str(FIXTURES / "sglang-clean.log"))
+    self_contained(parse(page), page)
+    assert 'id="baseline"' in page and "Time to ready" in page

@@ -138,7 +138,8 @@ def build_chart(report: Report, buckets: list[Bucket], load_lines: int, lines: l
         chart.marks.append(ChartMark(kind="phase", label="serving", line=tl.ready.line, seconds=at(tl.ready.line),
                                      end_line=crash or report.lines, end_seconds=at(crash) if crash else chart.last_seconds))
     for f in report.failures:
-        chart.marks.append(ChartMark(kind="failure" if f.fatal else "request-error", label=f.exception,
+        label = f.exception + (f" ({f.count} times, the last at line {f.last_line})" if f.count > 1 and f.last_line else "")
+        chart.marks.append(ChartMark(kind="failure" if f.fatal else "request-error", label=label,
                                      line=f.line, seconds=at(f.line, f.time), strong=tl.crash is not None and f.line == tl.crash.line))
     restarts = _restarts(lines)
     for k, ln in enumerate(restarts):

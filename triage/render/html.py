@@ -125,6 +125,7 @@ def render_html(r: Report) -> str:
                 if v not in (None, "")]
     return _template().render(
         r=r, top=top, verdict=_verdict(r, top), do_now=_do_now(r, top), by_failure=by_failure,
+        applied=[change_text(w) for w in (top.workarounds if top is not None else []) if w.status == "already-applied"],
         fatal=[(i, f) for i, f in enumerate(r.failures) if f.fatal],
         requests=[(i, f) for i, f in enumerate(r.failures) if not f.fatal],
         loose=[x for x in r.findings if x.failure is None], env_rows=env_rows,
