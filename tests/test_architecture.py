@@ -42,7 +42,8 @@ STAGES = {  # pipeline module -> its position in the run
     "triage.pipeline.read": 0,
     "triage.pipeline.scan": 1,
     "triage.pipeline.hsdb": 1,  # the scan's compiled keyword database, kept on disk
-    "triage.pipeline.prefill": 1,  # the prefix cache's window: summed by the scan, or read back
+    "triage.pipeline.prefill": 1,
+    "triage.pipeline.loadseries": 1,  # the HTML chart's load series, folded by the scan  # the prefix cache's window: summed by the scan, or read back
     "triage.pipeline.parse": 2,  # its modules import each other: one stage
     "triage.pipeline.match": 3,
     "triage.pipeline.hints": 4,
@@ -51,6 +52,7 @@ STAGES = {  # pipeline module -> its position in the run
     "triage.pipeline.recommend": 5,
     "triage.pipeline.switches": 5,
     "triage.pipeline.host": 5,  # the incident's host records, correlated with the finished report  # the feature map's derived workarounds, ranked by recommend
+    "triage.pipeline.chart": 6,  # the HTML chart's axis: the series, phases, failures, host events placed
     "triage.pipeline.redact": 6,
     "triage.pipeline.secret_rules": 6,  # the rule table redact applies
     "triage.pipeline.gitleaks_rules": 6,  # gitleaks' rules, generated, part of that table

@@ -70,6 +70,7 @@ class AnalyzeFormat(str, Enum):
     md = "md"
     json = "json"
     issue = "issue"
+    html = "html"
 
 
 class SchemaName(str, Enum):
@@ -84,9 +85,10 @@ FormatOpt = Annotated[Optional[Format], typer.Option(  # noqa: UP045 - typer nee
     "--format", "-f", metavar="markdown|md|json", show_default=False,
     help="Report format: markdown (default; rendered when stdout is a terminal) or json.")]
 AnalyzeFormatOpt = Annotated[Optional[AnalyzeFormat], typer.Option(  # noqa: UP045
-    "--format", "-f", metavar="markdown|md|json|issue", show_default=False,
-    help="Report format: markdown (default; rendered when stdout is a terminal), json, or issue (the body "
-    "of an upstream bug report in the engine's template).")]
+    "--format", "-f", metavar="markdown|md|json|issue|html", show_default=False,
+    help="Report format: markdown (default; rendered when stdout is a terminal), json, issue (the body "
+    "of an upstream bug report in the engine's template), or html (one self-contained page with an SVG "
+    "timeline of the load, phases, failures and host events; a single LOG).")]
 EventFormatOpt = Annotated[Optional[Format], typer.Option(  # noqa: UP045
     "--format", "-f", metavar="markdown|md|json", show_default=False,
     help="markdown (default) or json (one event a line).")]
@@ -218,12 +220,12 @@ def analyze(
     from triage.pipeline.analyze import Options
 
     s = _start(ctx, quiet, verbose)
-    fmt = _format(s, format, ("markdown", "json", "issue"))
+    fmt = _format(s, format, ("markdown", "json", "issue", "html"))
     if engine_version and engine_version_alias and engine_version != engine_version_alias:
         raise TriageError("--engine-version and --version (its old spelling) disagree; give one")
     njobs = s.get("jobs", jobs, 0)
     opts = Options(version=engine_version or engine_version_alias, command=command,
-                   prefer_hyperscan=not no_hyperscan, workers=njobs, progress=True)
+                   prefer_hyperscan=not no_hyperscan, workers=njobs, progress=True, chart=fmt == "html")
     out = use(redact=s.get("redact", redact, True), ips=s.get("redact-ips", redact_ips, False))
     result = analyze_logs(logs, _load(s.catalogues(catalogue)), opts, baseline=baseline, jobs=njobs,
                           redact=out.redact, redact_ips=out.ips, with_records=with_records, host_offset=host_offset)

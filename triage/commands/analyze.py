@@ -80,6 +80,8 @@ def expand_inputs(items: list[str]) -> list[str]:
     return out
 
 
+HTML_ONE_LOG = "--format html draws the report and timeline of one log: give a single LOG (fleet has no HTML)"
+
 NOT_A_LOG = "nothing in it looks like a server log: no timestamp, no engine line, no failure"
 
 # How much of a non-log is read to tell a binary file from text with no log line in it.
@@ -187,6 +189,8 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
             records += b[1]
     if records and len(paths) != 1:
         raise TriageError("--with reads the host records of one incident: give a single LOG (or a bundle directory)")
+    if opts.chart and len(paths) != 1:
+        raise TriageError(HTML_ONE_LOG)
     if baseline is not None and len(paths) > 1:
         raise TriageError("--baseline compares one log with one healthy log; give a single LOG")
     cat = catalogue or load_catalogue()
@@ -200,6 +204,10 @@ def analyze_logs(logs: list[str], catalogue: Catalogue | None = None, options: O
 
             report = result.reports[0]
             apply(report, host_records(report, paths[0], records, offset))
+            if report.chart is not None:
+                from triage.pipeline.chart import add_host_events
+
+                add_host_events(report)
         if baseline is not None:
             from triage.commands.baseline import compare
 
@@ -242,8 +250,15 @@ def document(result: Analysis) -> dict[str, Any]:
 
 
 def render(result: Analysis, fmt: str) -> str:
-    """The report text in `markdown` (or `md`), `json`, or `issue` (one log's upstream bug report)."""
-    fmt = normalise_format(fmt, ("markdown", "json", "issue"))
+    """The report text in `markdown` (or `md`), `json`, `issue` (one log's upstream bug report)
+    or `html` (one log's page with its timeline: analysed with Options(chart=True))."""
+    fmt = normalise_format(fmt, ("markdown", "json", "issue", "html"))
+    if fmt == "html":
+        if len(result.reports) != 1 or result.errors:
+            raise TriageError(HTML_ONE_LOG)
+        from triage.render.html import render_html
+
+        return render_html(result.reports[0])
     if fmt == "issue":
         if len(result.reports) != 1 or result.errors:
             raise TriageError("--format issue drafts the bug report of one log: give a single LOG")

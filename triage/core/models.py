@@ -378,6 +378,48 @@ class HostRecords(Record):
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
+class ChartPoint(Record):
+    """A stretch of the log on the chart: each load figure's minimum, maximum and last value there."""
+
+    line: int
+    end_line: int
+    seconds: float | None = None  # of its last load line, from Chart.start
+    # "running", "queued", "token_usage" (%), "throughput" (token/s), "cache_hit" (%), each
+    # optionally with a rank ("running DP1") -> [min, max, last]
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class ChartMark(Record):
+    """Something placed on the chart's time axis: a phase (a band up to `end_*`), a failure, a
+    restart, a host event."""
+
+    kind: str  # phase | failure | request-error | restart | host
+    label: str
+    line: int | None = None
+    seconds: float | None = None
+    end_line: int | None = None
+    end_seconds: float | None = None
+    strong: bool = False  # the crash itself, or a hardware fault / the blamed host event
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class Chart(Record):
+    """The timeline the HTML report draws: the load series, downsampled to a few hundred points
+    (every spike kept as a point's maximum), the same around the crash at a finer grain, and
+    the marks. Only `--format html` builds it; it is no part of the JSON."""
+
+    start: str | None = None  # the log's first timestamp: `seconds` count from it
+    points: list[ChartPoint] = field(default_factory=list)
+    zoom: list[ChartPoint] = field(default_factory=list)
+    marks: list[ChartMark] = field(default_factory=list)
+    load_lines: int = 0  # the load lines the points summarise
+    first_line: int = 1
+    last_line: int = 0
+    last_seconds: float | None = None
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
 class Report(Record):
     """Everything one log says: its environment, timeline, failures and the findings that explain them."""
 
@@ -398,6 +440,8 @@ class Report(Record):
     # about this run rather than the log (the scanner fell back to its portable engine): the
     # CLI prints them on stderr; not part of the JSON, which describes the log
     diagnostics: Annotated[list[str], EXCLUDED] = hidden(list)
+    # the HTML report's timeline (pipeline/chart.py); None unless asked for; not in the JSON
+    chart: Annotated[Chart | None, EXCLUDED] = hidden(lambda: None)
 
     @computed_field(description="1: a failure ended or broke the server; 0: none found.")  # type: ignore[prop-decorator]
     @property

@@ -37,6 +37,7 @@ class Options:
     workers: int = 0  # processes for one big file; 0: one per core
     keep_generic: bool = False  # keep generic findings that a specific one already explains
     progress: bool = False  # a progress line on a terminal's stderr for a big file: the CLI's choice
+    chart: bool = False  # fold the load series and build Report.chart (the HTML report's timeline)
 
 
 def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True,
@@ -74,7 +75,7 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
         pf = prefilter_for(cat, opts.prefer_hyperscan, window)
         workers = opts.workers or (os.cpu_count() or 1)
         if plain and workers > 1:
-            res = scan_file(path, pf, workers, progress=opts.progress)
+            res = scan_file(path, pf, workers, progress=opts.progress, series=opts.chart)
             if res is not None:
                 return res
         from triage.core.progress import Progress
@@ -87,7 +88,7 @@ def scan_source(path: str, cat: Catalogue, opts: Options) -> ScanResult:
         src = cast(BinaryIO, Prefetch(fh)) if decoded else fh
         # a regular file is read back for the prefix cache's window (pipeline/prefill.py)
         source = (path, size) if plain and size is not None else None
-        return scan(progress.wrap(iter_spans(src, name=path)), pf, source=source)
+        return scan(progress.wrap(iter_spans(src, name=path)), pf, source=source, series=opts.chart)
 
 
 def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | None = None) -> Report:
@@ -137,6 +138,11 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     for x in report.findings:
         x.source = name
     recommend(report, cat, load)
+    if res.series is not None:
+        from triage.pipeline.chart import build_chart
+        from triage.pipeline.loadseries import finished
+
+        report.chart = build_chart(report, finished(res.series), res.series_lines, lines, res.prefill_source)
     return report
 
 
@@ -345,7 +351,7 @@ def analyze_text(text: str, catalogue: Catalogue, name: str = "<text>", options:
 
     opts = options or Options()
     pf = prefilter_for(catalogue, opts.prefer_hyperscan)
-    res = scan(iter_chunks(io.BytesIO(text.encode("utf-8")), name=name), pf)
+    res = scan(iter_chunks(io.BytesIO(text.encode("utf-8")), name=name), pf, series=opts.chart)
     return analyze_scan(res, name, catalogue, opts)
 
 

@@ -371,6 +371,10 @@ def redact_report(report: Report, ips: bool = False) -> Report:
     if report.patched_command:
         out.patched_command = redact_command(report.patched_command, ips, kw)
     out.diagnostics = [redact_text(d, ips, kw) for d in report.diagnostics]
+    if report.chart is not None:
+        # figures, line numbers and seconds; only the marks' labels quote the log (an exception, a host event)
+        marks = [m.model_copy(update={"label": redact_text(m.label, ips, kw)}) for m in report.chart.marks]
+        out.chart = report.chart.model_copy(update={"marks": marks})
     return out
 
 

@@ -15,13 +15,16 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.core import vocabulary as anchors
 from triage.core.load_summary import LoadSummary
 from triage.core.recache import re_compile
 from triage.core.vocabulary import CONTENT_BYTES, FAILURE_HINTS
 from triage.pipeline.prefill import Ring, apply
+
+if TYPE_CHECKING:
+    from triage.pipeline.loadseries import Bucket, SeriesFold
 
 # a figure is at most 18 digits: a longer run of digits (a hostile log) is no figure, and int()
 # refuses strings of over 4,300 digits
@@ -71,6 +74,9 @@ class ScanResult:
     copies: dict[bytes, list[list[int]]] = field(default_factory=dict)
     walked_to: int = 0  # the last line of the window that went on past the range's end (0: none)
     capped: bool = False  # more distinct lines than the report could use: the rest were counted, not kept
+    # the load series for the HTML chart (pipeline/loadseries.py); None: not asked for
+    series: list[Bucket] | None = None
+    series_lines: int = 0  # the load lines folded into it
 
 
 @dataclass
@@ -626,7 +632,7 @@ class _Keeper:
 
 def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
          overflow: Iterable[bytes | tuple[bytearray, int]] | None = None, *,
-         base: int = 0, source: tuple[str, int] | None = None) -> ScanResult:
+         base: int = 0, source: tuple[str, int] | None = None, series: bool = False) -> ScanResult:
     """One pass over `chunks` (bytes, or (buffer, n) spans from read.iter_spans).
     `overflow` (data after a byte range) only completes windows that the range's last lines
     opened; it is not scanned itself. Given, this is a range's scan that merge() will fold, so
@@ -634,7 +640,13 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
 
     `base`: the byte offset of the first chunk in the log. `source`: (path, size) when the
     chunks are the bytes of that regular file, which can be read again: the prefix cache's
-    tokens are then left to prefill.read_back; otherwise a prefill.Ring sums them here."""
+    tokens are then left to prefill.read_back; otherwise a prefill.Ring sums them here.
+    `series`: also fold the load series (only the HTML report draws it)."""
+    fold: SeriesFold | None = None
+    if series:  # imported only for HTML: its patterns cost the Markdown and JSON runs nothing
+        from triage.pipeline.loadseries import SeriesFold
+
+        fold = SeriesFold()
     res = ScanResult(engine_used=prefilter.engine, scanner_note=prefilter.note, prefill_source=source)
     ring = Ring() if source is None else None
     keeper = _Keeper(res, copies=overflow is not None)
@@ -759,11 +771,15 @@ def scan(chunks: Iterable[bytes | tuple[bytearray, int]], prefilter: Prefilter,
         ho = buf.rfind(SERVING_WORD, max(0, n - SERVING_TAIL), n)
         if ho >= 0:
             res.last_serving = max(res.last_serving, line_no + nl - buf.count(b"\n", ho, n))
+        if fold is not None:
+            fold.feed(buf, n, line_no, at)
         line_no += nl
         if n and buf[n - 1] != 10:
             line_no += 1  # the last line had no newline
         res.total_lines = line_no - 1
     res.final_load = prev_load
+    if fold is not None:
+        res.series, res.series_lines = fold.buckets, fold.load_lines
     if ring is not None:
         apply(res.load, ring.window(base + res.total_bytes))
     if open_w is not None:
@@ -811,12 +827,14 @@ def _init_worker(prefilter: Prefilter, counter: Any) -> None:
     _worker = (prefilter, counter)
 
 
-def _scan_range_in_worker(args: tuple[str, int, int]) -> ScanResult:
+def _scan_range_in_worker(args: tuple[str, int, int, bool]) -> ScanResult:
     assert _worker is not None
-    return scan_range(*args, *_worker)
+    path, start, end, series = args
+    return scan_range(path, start, end, *_worker, series=series)
 
 
-def scan_range(path: str, start: int, end: int, prefilter: Prefilter, counter: Any = None) -> ScanResult:
+def scan_range(path: str, start: int, end: int, prefilter: Prefilter, counter: Any = None,
+               series: bool = False) -> ScanResult:
     """The scan of bytes [start, end) of a file, cut at line starts (split_points); windows
     opened near the end are completed from the bytes after it."""
     from triage.pipeline.read import iter_chunks, iter_spans
@@ -835,7 +853,7 @@ def scan_range(path: str, start: int, end: int, prefilter: Prefilter, counter: A
         fh.seek(start)
         chunks = counted(iter_spans(fh, name=path, limit=end - start))
         res = scan(chunks, prefilter, overflow=iter_chunks(fh, name=path, limit=4 * 1024 * 1024),
-                   base=start, source=(path, size))
+                   base=start, source=(path, size), series=series)
     return res
 
 
@@ -889,6 +907,10 @@ def _shift(res: ScanResult, by: int) -> None:
     for summary in (res.load, *res.load_at.values()):
         if summary.peak_line is not None:
             summary.peak_line += by
+    if res.series:
+        from triage.pipeline.loadseries import shifted
+
+        shifted(res.series, by)
 
 
 def _add(a: LoadSummary, b: LoadSummary) -> LoadSummary:
@@ -954,6 +976,9 @@ def merge(parts: list[ScanResult]) -> ScanResult:
         out.total_bytes += res.total_bytes
         out.last_serving = max(out.last_serving, res.last_serving)
         out.capped = out.capped or res.capped
+        if res.series is not None:
+            out.series = (out.series or []) + res.series
+            out.series_lines += res.series_lines
         for h, k in res.window_keys.items():
             if h not in dropped:
                 out.window_keys.setdefault(h, k)
@@ -962,10 +987,15 @@ def merge(parts: list[ScanResult]) -> ScanResult:
             out.repeats[rk] = (have[0] + c, max(have[1], last))
         offset += res.total_lines
     out.total_lines = offset
+    if out.series is not None:
+        from triage.pipeline.loadseries import bounded
+
+        out.series = bounded(out.series)
     return out
 
 
-def scan_file(path: str, prefilter: Prefilter, workers: int, progress: bool = False) -> ScanResult | None:
+def scan_file(path: str, prefilter: Prefilter, workers: int, progress: bool = False,
+              series: bool = False) -> ScanResult | None:
     """Scan a large regular file on several cores; None when it is not worth it. `progress`:
     a progress line on stderr when it is a terminal (the CLI asks; the library prints nothing)."""
     import os
@@ -990,7 +1020,7 @@ def scan_file(path: str, prefilter: Prefilter, workers: int, progress: bool = Fa
     counter = ctx.Value("q", 0) if meter.enabled else None
     try:
         with ctx.Pool(len(cuts) - 1, initializer=_init_worker, initargs=(prefilter, counter)) as pool:
-            pending = pool.map_async(_scan_range_in_worker, [(path, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
+            pending = pool.map_async(_scan_range_in_worker, [(path, cuts[i], cuts[i + 1], series) for i in range(len(cuts) - 1)])
             while not pending.ready():
                 pending.wait(0.2)
                 if counter is not None:

@@ -192,6 +192,12 @@ _LAUNCH = re_compile(
 )
 
 
+def start_lines(lines: list[LogLine]) -> list[LogLine]:
+    """The lines where the server printed its launch arguments: one per start (a restart in the
+    same log prints them again). The engine's own config line is left out: it follows them."""
+    return [ln for ln in lines if any(kind != "kv" and rx.search(ln.message) for _, kind, rx in _STARTS)]
+
+
 def extract(lines: list[LogLine]) -> Config:
     cfg = Config()
     for i, ln in enumerate(lines):
