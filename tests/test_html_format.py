@@ -282,3 +282,20 @@ def test_a_baseline_comparison_is_on_the_page():
     page = html_of(FIXTURES / "sglang-nsa-tp8.log", "--baseline", str(FIXTURES / "sglang-clean.log"))
     self_contained(parse(page), page)
     assert 'id="baseline"' in page and "Time to ready" in page
+
+
+def test_the_source_atlas_site_and_what_its_check_reads_are_on_the_page(tmp_path):
+    # SGLang 0.5.14's bare assert in ServerArgs._validate_mamba_extra_buffer (server_args.py:4377)
+    log = tmp_path / "bare.log"
+    log.write_text("\n".join([
+        "[2026-01-05 10:00:00] sglang version 0.5.14", "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py", line 4377, in '
+        "_validate_mamba_extra_buffer", "    assert self.mamba_track_interval % self.page_size == 0",
+        "AssertionError"]) + "\n")
+    page = html_of(log)
+    self_contained(parse(page), page)
+    assert ("<strong>Raised at:</strong> <code>sglang/srt/server_args.py · ServerArgs._validate_mamba_extra_buffer · "
+            "SGLang 0.5.14</code>") in page
+    assert 'href="https://github.com/sgl-project/sglang/blob/v0.5.14/python/sglang/srt/server_args.py#L4377"' in page
+    assert ("Derived from the source, not a confirmed workaround: the check that raised this reads "
+            "<code>--mamba-track-interval</code>, <code>--page-size</code>") in page

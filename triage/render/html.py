@@ -17,7 +17,14 @@ from markupsafe import Markup
 
 from triage.core.models import Evidence, Failure, Finding, Report, Workaround
 from triage.core.terminal import printable
-from triage.render.markdown import ENGINE_NAMES, MAX_EVIDENCE_CHARS, MAX_EVIDENCE_LINES, seconds, size
+from triage.render.markdown import (
+    ENGINE_NAMES,
+    MAX_EVIDENCE_CHARS,
+    MAX_EVIDENCE_LINES,
+    PACKAGE_NAMES,
+    seconds,
+    size,
+)
 from triage.render.timeline_svg import LABELS, draw, series, timed
 
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -50,6 +57,19 @@ def evidence_rows(items: list[Evidence]) -> list[tuple[int, str]]:
 def link(url: str | None) -> str | None:
     """A catalogue reference that may become a link: http(s) only (no javascript:, data:, file:)."""
     return url if url and url.startswith(("https://", "http://")) and '"' not in url else None
+
+
+def derived_settings(f: Failure, r: Report) -> list[tuple[str, str | None]]:
+    """The settings the check that raised this failure reads, with this run's values: advice
+    derived from the source (markdown.derived says the same in Markdown)."""
+    site = f.raised_at[0] if f.raised_at else None
+    if site is None:
+        return []
+    settings = r.environment.settings
+    out = [(flag, settings.get(flag.lstrip("-").replace("-", "_"))) for flag in site.flags]
+    out += [(fld, settings.get(fld)) for fld in site.fields
+            if not any(fl.lstrip("-").replace("-", "_") == fld for fl in site.flags)]
+    return [(name, None if v is None else str(v)) for name, v in out[:6]]
 
 
 def _where(f: Failure) -> str:
@@ -102,7 +122,8 @@ def _chart_note(r: Report) -> str:
 def _template() -> jinja2.Template:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(change=change_text, evidence=evidence_rows, link=link, where=_where, seconds=seconds, size=size)
+    env.filters.update(change=change_text, evidence=evidence_rows, link=link, where=_where, seconds=seconds, size=size,
+                       package_name=lambda p: PACKAGE_NAMES.get(p, p), derived=derived_settings)
     return env.get_template("report.html.j2")
 
 

@@ -276,7 +276,7 @@ def fixlink(fixed: str) -> str:
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "lmdeploy": "LMDeploy", "trtllm": "TensorRT-LLM", "tgi": "TGI",
                 "triton": "Triton"}
-_PACKAGE_NAMES = {**ENGINE_NAMES, "flashinfer": "FlashInfer", "xgrammar": "XGrammar", "transformers": "Transformers"}
+PACKAGE_NAMES = {**ENGINE_NAMES, "flashinfer": "FlashInfer", "xgrammar": "XGrammar", "transformers": "Transformers"}
 
 
 def raised(f: Failure, report: Report) -> str:
@@ -284,7 +284,7 @@ def raised(f: Failure, report: Report) -> str:
     under which condition, with a link to that line at the release's tag."""
     out: list[str] = []
     for i, r in enumerate(f.raised_at[:3]):
-        name = _PACKAGE_NAMES.get(r.package, r.package)
+        name = PACKAGE_NAMES.get(r.package, r.package)
         site = _code_inline(f"{r.file} · {r.function} · {name} {r.versions}")
         line = f"**Raised at:** {site}" if i == 0 else f"Also raised at: {site}"
         if r.link and r.line:
@@ -557,7 +557,7 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
     located = ""
     if f.raised_at:
         site = f.raised_at[0]
-        name = _PACKAGE_NAMES.get(site.package, site.package)
+        name = PACKAGE_NAMES.get(site.package, site.package)
         guard = ""
         if site.condition:
             guard = (", an assertion on " if site.exception == "AssertionError" else " when ") + _code_inline(site.condition)
