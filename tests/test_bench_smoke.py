@@ -161,7 +161,7 @@ def test_fleet_benchmark_prints_logs_per_second(tmp_path):
     assert out["local_pool"]["logs_per_s"] > 0
 
 
-@pytest.mark.slow  # it keeps both cores busy on purpose (tests/conftest.py: --slow, CI)
+@pytest.mark.slow  # it keeps both cores busy on purpose (tests/conftest.py: --slow, TRIAGE_SLOW=1)
 def test_machine_probe_reports_both_timings() -> None:
     """The benchmark records how fast the machine was (alone, and with both cores busy) so that
     runs from different minutes can be told apart; no threshold, the figures only have to exist."""
