@@ -79,6 +79,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _SAVED_CACHE_HOME: list[str | None] = []
+_SHARED_CACHE = "TRIAGE_TESTS_CACHE_HOME"
+_OWN_CACHE: list[str] = []
 
 
 # Examples per property test (tests/test_properties.py: property_examples()): every one with
@@ -96,15 +98,26 @@ def pytest_configure(config: pytest.Config) -> None:
     """The catalogue cache of this run (and of the subprocesses it starts) lives in a temporary
     directory, set before any test module loads a catalogue: the tests never write into the
     user's ~/.cache, and a stale cache there cannot hide a change to the catalogue."""
-    _SAVED_CACHE_HOME.append(os.environ.get("XDG_CACHE_HOME"))
-    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="triage-tests-cache-")
     _RUN["slow"] = slow_tests_run(config)
+    _SAVED_CACHE_HOME.append(os.environ.get("XDG_CACHE_HOME"))
+    # xdist's workers take the controller's directory (they inherit its environment): the
+    # built-in catalogue's cache and its Hyperscan database are built once per run, not once
+    # per worker (~1.5 s of CPU each); triage writes both atomically, so workers may race
+    shared = os.environ.get(_SHARED_CACHE) if hasattr(config, "workerinput") else None
+    os.environ["XDG_CACHE_HOME"] = shared or tempfile.mkdtemp(prefix="triage-tests-cache-")
+    if not shared:
+        os.environ[_SHARED_CACHE] = os.environ["XDG_CACHE_HOME"]
+        _OWN_CACHE.append(os.environ["XDG_CACHE_HOME"])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not _SAVED_CACHE_HOME:
         return
-    shutil.rmtree(os.environ.pop("XDG_CACHE_HOME", ""), ignore_errors=True)
+    here = os.environ.pop("XDG_CACHE_HOME", "")
+    if here in _OWN_CACHE:  # a worker leaves the controller's directory to the controller
+        _OWN_CACHE.remove(here)
+        os.environ.pop(_SHARED_CACHE, None)
+        shutil.rmtree(here, ignore_errors=True)
     before = _SAVED_CACHE_HOME.pop()
     if before is not None:
         os.environ["XDG_CACHE_HOME"] = before
