@@ -2,6 +2,7 @@
 the same peak, peak line, prefill sums and figures before the first failure, whatever the
 window, the values around it and the chunking."""
 
+import functools
 import io
 import random
 
@@ -53,14 +54,31 @@ SHAPES = {
 @pytest.mark.parametrize("window", [(200, 255), (128, 255), (240, 300), (0, 127), (90, 110), (700, 827)])
 @pytest.mark.parametrize("crash_at", [None, 400, 2900])
 def test_probe_gives_the_findall_figures(catalogue, shape, window, crash_at):
-    data = _log(7, SHAPES[shape](random.Random(3)), crash_at)
-    plain, probed = prefilter_for(catalogue, True), prefilter_for(catalogue, True, window)
+    data = _shape_log(shape, crash_at)
+    probed = prefilter_for(catalogue, True, window)
     assert probed.window == window  # the probe is compiled in, so the test compares two paths
     for size in (64 * 1024, 1 << 20):  # chunks that cut the values' runs, and one chunk
-        a = scan(iter_chunks(io.BytesIO(data), size=size), plain)
+        a = _plain_scan(catalogue, shape, crash_at, size)
         b = scan(iter_chunks(io.BytesIO(data), size=size), probed)
         assert _figures(b) == _figures(a)
     assert a.load.peak_running and a.load.prefill_lines  # the log has figures to get right
+
+
+# The 18 logs (shape, crash) and their scans without a probe, made once for the six windows
+# each is probed with: half of this file's time was making and scanning them again per window.
+_PLAIN: dict[tuple[str, int | None, int], object] = {}
+
+
+@functools.cache
+def _shape_log(shape: str, crash_at: int | None) -> bytes:
+    return _log(7, SHAPES[shape](random.Random(3)), crash_at)
+
+
+def _plain_scan(catalogue, shape: str, crash_at: int | None, size: int):  # noqa: ANN001, ANN202
+    key = (shape, crash_at, size)
+    if key not in _PLAIN:
+        _PLAIN[key] = scan(iter_chunks(io.BytesIO(_shape_log(shape, crash_at)), size=size), prefilter_for(catalogue, True))
+    return _PLAIN[key]
 
 
 @pytest.mark.parametrize("text", [
