@@ -94,11 +94,33 @@ def property_examples() -> int:
     return EXAMPLES_SLOW if _RUN["slow"] else EXAMPLES_LOCAL
 
 
+_SAVED_BYTECODE: list[tuple[str, bool]] = []
+
+
+def _bytecode_written() -> None:
+    """With PYTHONDONTWRITEBYTECODE set (some CI images and sandboxes set it), every child
+    `python -m triage` (~50 in a run), every xdist worker and every test module's assertion
+    rewrite compiled from source again, on every run: +0.6 s of CPU per child, +3 s per
+    worker's collection. The run and its children write their .pyc files where Python does by
+    default (__pycache__, ignored by git), as benchmarks/bench_scan.py's warm-up already does;
+    the variable is put back at the end."""
+    if "PYTHONDONTWRITEBYTECODE" not in os.environ:
+        return
+    _SAVED_BYTECODE.append((os.environ.pop("PYTHONDONTWRITEBYTECODE"), sys.dont_write_bytecode))
+    sys.dont_write_bytecode = False
+
+
+def _bytecode_restored() -> None:
+    if _SAVED_BYTECODE:
+        os.environ["PYTHONDONTWRITEBYTECODE"], sys.dont_write_bytecode = _SAVED_BYTECODE.pop()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The catalogue cache of this run (and of the subprocesses it starts) lives in a temporary
     directory, set before any test module loads a catalogue: the tests never write into the
     user's ~/.cache, and a stale cache there cannot hide a change to the catalogue."""
     _RUN["slow"] = slow_tests_run(config)
+    _bytecode_written()
     _SAVED_CACHE_HOME.append(os.environ.get("XDG_CACHE_HOME"))
     # xdist's workers take the controller's directory (they inherit its environment): the
     # built-in catalogue's cache and its Hyperscan database are built once per run, not once
@@ -111,6 +133,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _bytecode_restored()
     if not _SAVED_CACHE_HOME:
         return
     here = os.environ.pop("XDG_CACHE_HOME", "")
