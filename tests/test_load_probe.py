@@ -109,15 +109,24 @@ def test_guard_fires_on_every_value_over_the_window_and_no_other():
     assert fires(b"#running-req: 0123, x")  # a leading zero is not read as the literal 123
 
 
-def test_window_is_sampled_around_the_largest_value(tmp_path):
+def test_window_is_sampled_around_the_largest_value(tmp_path, monkeypatch):
+    # "big" lowered from 64 MiB to 8 MiB: the 64 slices of 64 KiB still sample the whole file
+    # (every 128 KiB instead of every 1 MiB), and the test writes 17 MB, not 134 MB
+    from triage.pipeline import scan as scan_mod
+
+    big = 8 * 1024 * 1024
+    monkeypatch.setattr(scan_mod, "PROBE_MIN_BYTES", big)
+    sampled = scan_mod.PROBE_SAMPLES * scan_mod.PROBE_SAMPLE_BYTES
+    assert sampled <= big // 2  # slices apart, not the whole file read
     path = tmp_path / "big.log"
     data = _log(1, [random.Random(i).randint(300, 700) for i in range(4000)])
-    path.write_bytes(data * (64 * 1024 * 1024 // len(data) + 1))
+    path.write_bytes(data * (big // len(data) + 1))
     lo, hi = load_window(str(path), path.stat().st_size)
     assert lo <= 700 <= hi and hi - lo + 1 == 128
     assert load_window(str(path), 1024) is None  # a small log is not worth a probe
+    assert load_window(str(path), big - 1) is None  # nor one just under the size
     none = tmp_path / "vllm.log"
-    none.write_bytes(b"Avg prompt throughput: 1.0 tokens/s, Running: 3 reqs\n" * (70 * 1024 * 1024 // 50))
+    none.write_bytes(b"Avg prompt throughput: 1.0 tokens/s, Running: 3 reqs\n" * (big * 70 // 64 // 50))
     assert load_window(str(none), none.stat().st_size) is None
 
 
