@@ -31,7 +31,8 @@ def catalogue_patterns(root: Path) -> list[tuple[str, str]]:
     seen: set[str] = set()
     out: list[tuple[str, str]] = []
     for path in sorted((root / "signatures").glob("*/*.yaml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        # the C loader when PyYAML has it, as triage's own loader: the same data in a tenth of the time
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
         for p in data.get("patterns") or []:
             if not isinstance(p, str) or not p.strip() or p in seen:
                 continue  # an empty line in an rg pattern file would match every line

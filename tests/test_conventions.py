@@ -219,7 +219,9 @@ def test_published_schemas_accept_the_catalogue_and_the_reports_and_flag_typos()
         files = sorted(top.rglob("*.yaml"))
         assert len(files) > 100
         for f in files:
-            entry = yaml.safe_load(f.read_text(encoding="utf-8"))
+            # the C loader, as the catalogue's own loader reads these files: the same data for a
+            # tenth of the pure-Python parser's 1.4 s over the 700 files
+            entry = yaml.load(f.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
             assert not list(own.iter_errors(entry)) and not list(either.iter_errors(entry)), f
         typo = {("keyword" if k == "keywords" else "titel" if k == "title" else k): v for k, v in entry.items()}
         assert list(own.iter_errors(typo)), kind

@@ -22,7 +22,7 @@ from fleet_archive import SIGNATURES, make_archive
 
 # found, not imported: importing Ray cost every worker a second when collecting tests that a
 # plain run skips (the tests run Ray in a child)
-pytestmark = [pytest.mark.slow,  # Ray's start-up: most of the suite's CPU (tests/conftest.py: --slow, CI)
+pytestmark = [pytest.mark.slow,  # Ray's start-up: most of the suite's CPU (tests/conftest.py: --slow, TRIAGE_SLOW=1)
               pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                  reason="Ray is not installed: pip install 'triage[ray]' (the test extra has it)")]
 

@@ -233,7 +233,7 @@ def huge_line_log(tmp_path_factory) -> Path:
     return f
 
 
-@pytest.mark.slow  # 100 MB written and read twice in fresh interpreters (tests/conftest.py: --slow, CI)
+@pytest.mark.slow  # 100 MB written and read twice in fresh interpreters (tests/conftest.py: --slow, TRIAGE_SLOW=1)
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_100mb_line_without_newline(tmp_path, huge_line_log, jobs):
     """Bounded time and memory, one core or two (the parallel split used to readline() it whole)."""

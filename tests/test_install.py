@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 
 
-@pytest.mark.slow  # a build and an install into a fresh venv (tests/conftest.py: --slow, CI)
+@pytest.mark.slow  # a build and an install into a fresh venv (tests/conftest.py: --slow, TRIAGE_SLOW=1)
 def test_sdist_builds_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
     pytest.importorskip("build")
     dist = tmp_path / "dist"

@@ -2,6 +2,7 @@
 the same peak, peak line, prefill sums and figures before the first failure, whatever the
 window, the values around it and the chunking."""
 
+import functools
 import io
 import random
 
@@ -53,14 +54,31 @@ SHAPES = {
 @pytest.mark.parametrize("window", [(200, 255), (128, 255), (240, 300), (0, 127), (90, 110), (700, 827)])
 @pytest.mark.parametrize("crash_at", [None, 400, 2900])
 def test_probe_gives_the_findall_figures(catalogue, shape, window, crash_at):
-    data = _log(7, SHAPES[shape](random.Random(3)), crash_at)
-    plain, probed = prefilter_for(catalogue, True), prefilter_for(catalogue, True, window)
+    data = _shape_log(shape, crash_at)
+    probed = prefilter_for(catalogue, True, window)
     assert probed.window == window  # the probe is compiled in, so the test compares two paths
     for size in (64 * 1024, 1 << 20):  # chunks that cut the values' runs, and one chunk
-        a = scan(iter_chunks(io.BytesIO(data), size=size), plain)
+        a = _plain_scan(catalogue, shape, crash_at, size)
         b = scan(iter_chunks(io.BytesIO(data), size=size), probed)
         assert _figures(b) == _figures(a)
     assert a.load.peak_running and a.load.prefill_lines  # the log has figures to get right
+
+
+# The 18 logs (shape, crash) and their scans without a probe, made once for the six windows
+# each is probed with: half of this file's time was making and scanning them again per window.
+_PLAIN: dict[tuple[str, int | None, int], object] = {}
+
+
+@functools.cache
+def _shape_log(shape: str, crash_at: int | None) -> bytes:
+    return _log(7, SHAPES[shape](random.Random(3)), crash_at)
+
+
+def _plain_scan(catalogue, shape: str, crash_at: int | None, size: int):  # noqa: ANN001, ANN202
+    key = (shape, crash_at, size)
+    if key not in _PLAIN:
+        _PLAIN[key] = scan(iter_chunks(io.BytesIO(_shape_log(shape, crash_at)), size=size), prefilter_for(catalogue, True))
+    return _PLAIN[key]
 
 
 @pytest.mark.parametrize("text", [
@@ -91,15 +109,24 @@ def test_guard_fires_on_every_value_over_the_window_and_no_other():
     assert fires(b"#running-req: 0123, x")  # a leading zero is not read as the literal 123
 
 
-def test_window_is_sampled_around_the_largest_value(tmp_path):
+def test_window_is_sampled_around_the_largest_value(tmp_path, monkeypatch):
+    # "big" lowered from 64 MiB to 8 MiB: the 64 slices of 64 KiB still sample the whole file
+    # (every 128 KiB instead of every 1 MiB), and the test writes 17 MB, not 134 MB
+    from triage.pipeline import scan as scan_mod
+
+    big = 8 * 1024 * 1024
+    monkeypatch.setattr(scan_mod, "PROBE_MIN_BYTES", big)
+    sampled = scan_mod.PROBE_SAMPLES * scan_mod.PROBE_SAMPLE_BYTES
+    assert sampled <= big // 2  # slices apart, not the whole file read
     path = tmp_path / "big.log"
     data = _log(1, [random.Random(i).randint(300, 700) for i in range(4000)])
-    path.write_bytes(data * (64 * 1024 * 1024 // len(data) + 1))
+    path.write_bytes(data * (big // len(data) + 1))
     lo, hi = load_window(str(path), path.stat().st_size)
     assert lo <= 700 <= hi and hi - lo + 1 == 128
     assert load_window(str(path), 1024) is None  # a small log is not worth a probe
+    assert load_window(str(path), big - 1) is None  # nor one just under the size
     none = tmp_path / "vllm.log"
-    none.write_bytes(b"Avg prompt throughput: 1.0 tokens/s, Running: 3 reqs\n" * (70 * 1024 * 1024 // 50))
+    none.write_bytes(b"Avg prompt throughput: 1.0 tokens/s, Running: 3 reqs\n" * (big * 70 // 64 // 50))
     assert load_window(str(none), none.stat().st_size) is None
 
 

@@ -116,7 +116,7 @@ def test_a_bad_pattern_raises_what_re_raises(fresh):
         recache.re_compile(r"(unclosed")
 
 
-@pytest.mark.slow  # three fresh interpreters, every pattern compiled both ways (tests/conftest.py: --slow, CI)
+@pytest.mark.slow  # three fresh interpreters, every pattern compiled both ways (tests/conftest.py: --slow, TRIAGE_SLOW=1)
 def test_every_pattern_a_run_keeps_is_the_one_re_compiles(tmp_path):
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     env.pop("TRIAGE_NO_CACHE", None)

@@ -600,14 +600,16 @@ def _gone(pid: int, within: float = 5.0) -> bool:
 
 def _run_in_process(tmp_path, monkeypatch, capsys, server: str, *opts: str,  # noqa: ANN001
                     signals: tuple[int, ...] = ()) -> tuple[int, int]:
-    """`triage run` in this process (the stop grace lowered to 0.5 s); `signals` are sent to it
-    once the stubborn worker is up. Returns (exit code, the worker's pid)."""
+    """`triage run` in this process (the stop grace lowered to 0.5 s, and the wait for the
+    output that the stubborn worker keeps open, 2 s, too); `signals` are sent to it once the
+    stubborn worker is up. Returns (exit code, the worker's pid)."""
     import signal as sig
     import time
 
     from triage.commands import run as run_mod
 
     monkeypatch.setattr(run_mod, "STOP_WAIT", 0.5)
+    monkeypatch.setattr(run_mod, "OUTPUT_WAIT", 0.5)
     pidfile = tmp_path / "worker.pid"
     script = tmp_path / "server.py"
     script.write_text(STUBBORN.replace("{server}", server))

@@ -130,16 +130,31 @@ def _signature(entry: tuple[str, bytes]) -> SignatureSpec:
         return load_signature(Path(path)).spec
 
 
+# Workarounds made from their spec lines this process, by entry (path and line): each catalogue
+# made from one cache read takes its workarounds unmade (LazyMap.take), so every command run in
+# one process (a watch, a program embedding the CLI) made the ones it looked up again. Keyed by
+# the line's bytes, and shared as the signatures of one cache read are; never changed.
+_MADE: dict[tuple[str, bytes], WorkaroundSpec] = {}
+MAX_MADE = 4096
+
+
 def _workaround(entry: tuple[str, bytes]) -> WorkaroundSpec:
     from triage.catalogue.models import WorkaroundSpec
 
+    made = _MADE.get(entry)
+    if made is not None:
+        return made
     path, line = entry
     try:
-        return _rebuilt(WorkaroundSpec, json.loads(line))
+        spec = _rebuilt(WorkaroundSpec, json.loads(line))
     except ValueError:
         from triage.catalogue.load import load_workaround
 
-        return load_workaround(Path(path))
+        return load_workaround(Path(path))  # a damaged line: not kept, its YAML decides each time
+    if len(_MADE) >= MAX_MADE:
+        _MADE.clear()
+    _MADE[entry] = spec
+    return spec
 
 
 def _fits(annotation: Any, v: Any) -> bool:  # noqa: ANN401 - a type annotation and a JSON value

@@ -38,6 +38,7 @@ from triage.core.output import open_stream
 
 STOP_WAIT = 10.0  # seconds a server gets to stop after SIGTERM before SIGKILL
 EXIT_AFTER_FAILURE_WAIT = 5.0  # a crashed server usually exits within a second; wait this long for it
+OUTPUT_WAIT = 2.0  # seconds to wait for the server's output to end once it is gone (a worker may hold the pipe)
 
 
 def default_log_name() -> str:
@@ -206,9 +207,9 @@ class Server:
     def finish_output(self) -> None:
         # a daemon grandchild may hold the pipe open after the server is gone: do not wait for it forever
         if isinstance(self.output, Echo):
-            self.output.stop(2.0)
+            self.output.stop(OUTPUT_WAIT)
         else:
-            self.output.join(2.0)
+            self.output.join(OUTPUT_WAIT)
 
 
 def _live_member(pgid: int) -> bool:
