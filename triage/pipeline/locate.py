@@ -125,8 +125,11 @@ def locate_failure(f: Failure, env: Environment, atlas: Atlas, lines: Mapping[in
         if len(line) < MIN_LITERAL or line in seen:
             continue
         seen.add(line)
-        hits = _best(atlas, exc, line, env.engine, frame_pkgs, frames if own_stack else [],
-                     (at_end and msg is f.message) or any(msg == m for _, m in items))
+        hits = _best(atlas, exc, line, env.engine, frame_pkgs, frames if own_stack else [])
+        if not hits and ((at_end and msg is f.message) or any(msg == m for _, m in items)):
+            # read whole first: most last lines are whole, and the cut-off reading tries many
+            # more templates (those the line's first words point to)
+            hits = _best(atlas, exc, line, env.engine, frame_pkgs, frames if own_stack else [], True)
         if hits:
             return _sites(hits, f, env, atlas)
     hits = _bare_assert(f, env.engine, atlas, frame_pkgs)
