@@ -36,6 +36,7 @@ class Options:
     prefer_hyperscan: bool = True
     workers: int = 0  # processes for one big file; 0: one per core
     keep_generic: bool = False  # keep generic findings that a specific one already explains
+    locate: bool = True  # look failures up in the source atlas (catalogue check's examples need only the match)
     progress: bool = False  # a progress line on a terminal's stderr for a big file: the CLI's choice
     chart: bool = False  # fold the load series and build Report.chart (the HTML report's timeline)
 
@@ -128,8 +129,9 @@ def analyze_scan(res: ScanResult, name: str, cat: Catalogue, opts: Options | Non
     classify(report.failures, lines, res.last_serving)
     _fold_consequences(report)
     _order_failures(report)
-    locate(report.failures, env, lines=by_no, last_line=res.total_lines)
-    _versions_by_line(report)
+    if opts.locate:
+        locate(report.failures, env, lines=by_no, last_line=res.total_lines)
+        _versions_by_line(report)
     messages = {no: ln.message for no, ln in by_no.items()}
     for f in report.failures:
         f.hints = hints_for(f, env.engine, env.version, messages)
