@@ -22,8 +22,10 @@ from triage.render.markdown import (
     MAX_EVIDENCE_CHARS,
     MAX_EVIDENCE_LINES,
     PACKAGE_NAMES,
+    derived_settings,
     seconds,
     size,
+    where,
 )
 from triage.render.timeline_svg import LABELS, draw, series, timed
 
@@ -59,25 +61,12 @@ def link(url: str | None) -> str | None:
     return url if url and url.startswith(("https://", "http://")) and '"' not in url else None
 
 
-def derived_settings(f: Failure, r: Report) -> list[tuple[str, str | None]]:
-    """The settings the check that raised this failure reads, with this run's values: advice
-    derived from the source (markdown.derived says the same in Markdown)."""
-    site = f.raised_at[0] if f.raised_at else None
-    if site is None:
-        return []
-    settings = r.environment.settings
-    out = [(flag, settings.get(flag.lstrip("-").replace("-", "_"))) for flag in site.flags]
-    out += [(fld, settings.get(fld)) for fld in site.fields
-            if not any(fl.lstrip("-").replace("-", "_") == fld for fl in site.flags)]
-    return [(name, None if v is None else str(v)) for name, v in out[:6]]
+def _derived(f: Failure, r: Report) -> list[tuple[str, str | None]]:
+    return [(name, None if v is None else str(v)) for name, v in derived_settings(f, r)]
 
 
 def _where(f: Failure) -> str:
-    ranks = ""
-    if f.ranks:
-        shown = ", ".join(f.ranks[:16]) + (f" and {len(f.ranks) - 16} more" if len(f.ranks) > 16 else "")
-        ranks = f"on {len(f.ranks)} rank{'s' if len(f.ranks) > 1 else ''} ({shown}), "
-    return f"{ranks}line {f.line}" + (f" at {f.time}" if f.time else "")
+    return where(f) + (f" at {f.time}" if f.time else "")
 
 
 def _verdict(r: Report, top: Finding | None) -> str:
@@ -123,7 +112,7 @@ def _template() -> jinja2.Template:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(change=change_text, evidence=evidence_rows, link=link, where=_where, seconds=seconds, size=size,
-                       package_name=lambda p: PACKAGE_NAMES.get(p, p), derived=derived_settings)
+                       package_name=lambda p: PACKAGE_NAMES.get(p, p), derived=_derived)
     return env.get_template("report.html.j2")
 
 

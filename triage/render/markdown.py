@@ -11,7 +11,7 @@ import re
 import shlex
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import jinja2
 
@@ -306,24 +306,30 @@ def raised(f: Failure, report: Report) -> str:
     return "  \n".join(out)
 
 
+def derived_settings(f: Failure, report: Report) -> list[tuple[str, Any]]:
+    """The settings the check that raised this failure reads (its flags, then the config fields
+    no flag stands for), with this run's values: the source of the derived advice, which the
+    Markdown and the HTML reports each word in their own way."""
+    r = f.raised_at[0] if f.raised_at else None
+    if r is None:
+        return []
+    settings = report.environment.settings
+    out: list[tuple[str, Any]] = [(flag, settings.get(flag.lstrip("-").replace("-", "_"))) for flag in r.flags]
+    out += [(fld, settings.get(fld)) for fld in r.fields
+            if not any(fl.lstrip("-").replace("-", "_") == fld for fl in r.flags)]
+    return out[:6]
+
+
 def derived(f: Failure, report: Report) -> str:
     """What the source says this failure involves, for a failure no specific signature explains:
     derived from the guard and the message, never a confirmed workaround."""
-    r = f.raised_at[0] if f.raised_at else None
-    if r is None or not (r.flags or r.fields):
+    pairs = derived_settings(f, report)
+    if not pairs:
         return ""
-    settings = report.environment.settings
-    parts = []
-    for flag in r.flags:
-        dest = flag.lstrip("-").replace("-", "_")
-        value = settings.get(dest)
-        parts.append(_code_inline(flag) + (f" (this run: {_code_inline(value)})" if value is not None else ""))
-    for fld in r.fields:
-        if not any(fl.lstrip("-").replace("-", "_") == fld for fl in r.flags):
-            value = settings.get(fld)
-            parts.append(_code_inline(fld) + (f" (this run: {_code_inline(value)})" if value is not None else ""))
+    parts = [_code_inline(name) + (f" (this run: {_code_inline(value)})" if value is not None else "")
+             for name, value in pairs]
     return ("Derived from the source, not a confirmed workaround: the check that raised this reads "
-            + ", ".join(parts[:6]) + "; a change to these settings is where to start.")
+            + ", ".join(parts) + "; a change to these settings is where to start.")
 
 
 def shortpath(p: str) -> str:
