@@ -185,6 +185,14 @@ def _release_rule(w: Workaround, spec: WorkaroundSpec | None, idx: FlagIndex | N
                   engine: str | None, version: str | None) -> str | None:
     if version is None or engine is None:
         return None
+    why = _outside_release(w, spec, idx, engine, version)
+    return f"{why}; this server runs {version}" if why else None
+
+
+def _outside_release(w: Workaround, spec: WorkaroundSpec | None, idx: FlagIndex | None,
+                     engine: str, version: str) -> str | None:
+    """Why `version` rules the workaround out (its `versions:` range, or a flag that release
+    does not have), or None."""
     if spec is not None and spec.versions and spec.engine == engine:
         from packaging.specifiers import SpecifierSet
         from packaging.version import InvalidVersion, Version
@@ -194,13 +202,13 @@ def _release_rule(w: Workaround, spec: WorkaroundSpec | None, idx: FlagIndex | N
         except InvalidVersion:
             inside = True
         if not inside:
-            return f"needs {engine} {spec.versions}; this server runs {version}"
+            return f"needs {engine} {spec.versions}"
     if idx is None or (spec is not None and spec.engine != engine):
         return None
     for f in [*w.flags, *w.remove_flags]:
         status, detail = idx.status(f, version)
         if status == "not-yet" or (status == "removed" and f in w.flags):
-            return f"{detail}; this server runs {version}"
+            return detail
     return None
 
 
@@ -208,12 +216,13 @@ def _line_release_rule(w: Workaround, spec: WorkaroundSpec | None, idx: FlagInde
                        engine: str | None, spans: str) -> str | None:
     """The release rule at each end of the ranges the traceback's line numbers allow: only when
     every one of them rules the workaround out (ranges are monotonic in a flag's life)."""
-    ends = {v.strip() for span in spans.split(",") for v in span.split("-", 1) if v.strip()}
-    reasons = [_release_rule(w, spec, idx, engine, v) for v in sorted(ends)]
+    if engine is None:
+        return None
+    ends = sorted({v.strip() for span in spans.split(",") for v in span.split("-", 1) if v.strip()})
+    reasons = [_outside_release(w, spec, idx, engine, v) for v in ends]
     if not reasons or any(r is None for r in reasons):
         return None
-    first = str(reasons[0]).rsplit("; this server runs ", 1)[0]
-    return f"{first}; the traceback's line numbers place this server at {engine} {spans}"
+    return f"{reasons[0]}; the traceback's line numbers place this server at {engine} {spans}"
 
 
 def _points_rule(spec: WorkaroundSpec | None, report: Report) -> str | None:
