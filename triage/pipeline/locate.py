@@ -98,35 +98,35 @@ def locate_failure(f: Failure, env: Environment, atlas: Atlas, lines: Mapping[in
     # the log's last line may stop mid-message (a paste, a truncated file): its start still says
     # where it came from
     at_end = last_line is not None and f.exception_line == last_line
-    # an item of a validation error is read from the kept lines only: its end may be missing
-    items = _pydantic_items(f, lines or {})
-    texts: list[tuple[str, str, bool]] = [(exc, msg, True) for exc, msg in items]
-    texts.append((f.exception, f.message, True))
-    texts += [(c.exception, c.message, True) for c in f.chain]
+    # (exception, message, raised on the log's own stack, may be cut off): an item of a
+    # validation error is read from the kept lines only, so its end may be missing
+    texts: list[tuple[str, str, bool, bool]] = [(exc, msg, True, True) for exc, msg in _pydantic_items(f, lines or {})]
+    texts.append((f.exception, f.message, True, at_end))
+    texts += [(c.exception, c.message, True, False) for c in f.chain]
     if f.cause is not None:
-        texts.append((f.cause.exception, f.cause.message, True))
+        texts.append((f.cause.exception, f.cause.message, True, False))
     # a wrapper that quotes the real message: "Worker failed with error 'CUDA out of memory'",
     # "<Future finished exception=AssertionError('expected running sequences')>"; the quoted
     # exception was raised on another stack than the one the log shows
-    for _, msg, _ in list(texts):
+    for _, msg, _, _ in list(texts):
         for m in _QUOTED.finditer(first_line(msg or "")):
-            texts.append((m.group("exc") or "", m.group("msg"), False))
+            texts.append((m.group("exc") or "", m.group("msg"), False, False))
     # `raise RuntimeError("a ", f"b {x}")` (commas for pluses) prints the arguments' tuple; the
     # atlas holds the first argument as the message
-    for exc, msg, own in list(texts):
+    for exc, msg, own, _ in list(texts):
         parts = _string_tuple(first_line(msg or "").strip())
         if parts:
-            texts += [(exc, parts[0].strip(), own), (exc, "".join(parts).strip(), own)]
+            texts += [(exc, parts[0].strip(), own, False), (exc, "".join(parts).strip(), own, False)]
     frames = [fr.file.replace("\\", "/") for fr in f.frames]
     frame_pkgs = {p for fr in frames for p in atlas.packages if f"/{p}/" in fr}
     seen: set[str] = set()
-    for exc, msg, own_stack in texts:
+    for exc, msg, own_stack, may_be_cut in texts:
         line = first_line(msg or "").strip()
         if len(line) < MIN_LITERAL or line in seen:
             continue
         seen.add(line)
         hits = _best(atlas, exc, line, env.engine, frame_pkgs, frames if own_stack else [])
-        if not hits and ((at_end and msg is f.message) or any(msg == m for _, m in items)):
+        if not hits and may_be_cut:
             # read whole first: most last lines are whole, and the cut-off reading tries many
             # more templates (those the line's first words point to)
             hits = _best(atlas, exc, line, env.engine, frame_pkgs, frames if own_stack else [], True)
