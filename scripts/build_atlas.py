@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 from atlas_bare import bare_asserts  # noqa: E402
-from atlas_extract import _names, extract  # noqa: E402
+from atlas_extract import _CONFIG_CLASS, _names, extract  # noqa: E402
 from atlas_releases import PACKAGES  # noqa: E402
 
 from triage.catalogue import atlas  # noqa: E402
@@ -75,7 +75,6 @@ def _flags_for(engine: str, names: list[str], text: str) -> tuple[list[str], lis
     return flags, env
 
 
-_CONFIG_SCOPE = re.compile(r"(Args|Config)$")  # inside ServerArgs / ModelConfig, self.x is a setting
 BARE_VERSION = 1  # bump when atlas_bare's output changes
 
 
@@ -161,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                     sites[(name, "AssertionError", text)][(path, func)].setdefault(vi, line)
                     key = (name, "AssertionError", text, path, func)
                     if key not in site_info:
-                        nm = _condition_names(cond, _CONFIG_SCOPE.search(func.split(".")[0]) is not None)
+                        nm = _condition_names(cond, _CONFIG_CLASS.search(func.split(".")[0]) is not None)
                         site_info[key] = (cond, [n for n in nm if f"{n}(" not in cond])
     print(f"{len(sites)} templates, {sum(len(s) for s in sites.values())} sites", flush=True)
 
