@@ -35,6 +35,7 @@ import urllib.request
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -75,16 +76,23 @@ def _sdist_members(path: Path) -> Iterator[tuple[str, bytes]]:
                     yield m.name.split("/", 1)[1], fh.read()  # NAME-VERSION/flashinfer/x.py -> flashinfer/x.py
 
 
-def _sdist_url(dist: str, version: str) -> str | None:
-    """The source archive of `dist==version` on PyPI's simple index, if it has one."""
-    norm = re.sub(r"[-_.]+", "-", dist).lower()
+@cache
+def _sdists(norm: str) -> dict[str, str]:
+    """Version -> source archive URL of a project on PyPI's simple index (read once per run:
+    a package's archive-only releases are fetched one after another)."""
     with urllib.request.urlopen(f"https://pypi.org/simple/{norm}/", timeout=60) as resp:
         page = resp.read().decode("utf-8", "replace")
+    out: dict[str, str] = {}
     for m in re.finditer(r'href="([^"#]+\.tar\.gz)(?:#[^"]*)?"', page):
         proj, _, ver = m.group(1).rsplit("/", 1)[-1][: -len(".tar.gz")].rpartition("-")
-        if ver == version and re.sub(r"[-_.]+", "-", proj).lower() == norm:
-            return m.group(1)
-    return None
+        if re.sub(r"[-_.]+", "-", proj).lower() == norm:
+            out.setdefault(ver, m.group(1))
+    return out
+
+
+def _sdist_url(dist: str, version: str) -> str | None:
+    """The source archive of `dist==version` on PyPI's simple index, if it has one."""
+    return _sdists(re.sub(r"[-_.]+", "-", dist).lower()).get(version)
 
 
 def fetch_release(pkg: Package, version: str, cache: Path) -> str:
