@@ -23,6 +23,7 @@ from triage.render.markdown import (
     MAX_EVIDENCE_LINES,
     PACKAGE_NAMES,
     derived_settings,
+    do_now,
     seconds,
     size,
     where,
@@ -86,10 +87,7 @@ def _verdict(r: Report, top: Finding | None) -> str:
 def _do_now(r: Report, top: Finding | None) -> tuple[str, str] | None:
     if r.host is not None and r.host.attribution.do_now:
         return r.host.attribution.do_now, ""
-    candidates = list(top.workarounds) if top is not None else []
-    if r.failures:
-        candidates += r.failures[0].switches
-    w = next((w for w in candidates if w.status == "recommended"), None)
+    w = do_now(r, top)
     return (change_text(w), w.measured_cost or w.cost) if w is not None else None
 
 

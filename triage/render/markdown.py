@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import jinja2
 
-from triage.core.models import Evidence, Failure, HostEvent, LoadFigures, Report, Workaround
+from triage.core.models import Evidence, Failure, Finding, HostEvent, LoadFigures, Report, Workaround
 from triage.core.recache import re_compile
 from triage.core.terminal import printable
 
@@ -306,6 +306,16 @@ def raised(f: Failure, report: Report) -> str:
     return "  \n".join(out)
 
 
+def do_now(r: Report, top: Finding | None) -> Workaround | None:
+    """The one change a report puts first: the top finding's first recommended workaround; for
+    a failure no specific signature explains, else the first switch derived from the optional
+    features on its stack. Advice the log contradicts (not applicable, already applied) never."""
+    first = next((w for w in top.workarounds if w.status == "recommended"), None) if top is not None else None
+    if first is not None or (top is not None and not top.generic) or not r.failures:
+        return first
+    return next((w for w in r.failures[0].switches if w.status == "recommended"), None)
+
+
 def derived_settings(f: Failure, report: Report) -> list[tuple[str, Any]]:
     """The settings the check that raised this failure reads (its flags, then the config fields
     no flag stands for), with this run's values: the source of the derived advice, which the
@@ -541,7 +551,7 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
         if top.unlikely:
             v += f" Unlikely: {inline(top.unlikely)}."
         out.append(v)
-        rec = next((w for w in top.workarounds if w.status == "recommended"), None)
+        rec = do_now(r, top)
         if rec is not None:
             out.append(f"**Do now:** {change(rec)}. Cost: {_sentence(rec.measured_cost or rec.cost)}")
         applied = [_applied_words(w) for w in top.workarounds if w.status == "already-applied"]
@@ -576,12 +586,9 @@ def _summary(r: Report, top, top_failure) -> list[str]:  # noqa: ANN001
     out.append(f"**Verdict:** unknown failure: {_code_inline(f.exception)}{msg}, {where(f)}{phase}. "
                f"No specific catalogue signature matches{generic}; the frames, the fingerprint and a "
                f"catalogue skeleton command are below.{located}")
-    derived = [w for w in f.switches if w.status == "recommended"]
-    first = next((w for w in top.workarounds if w.status == "recommended"), None) if top is not None else None
+    first = do_now(r, top)
     if first is not None:  # advice the log contradicts (not-applicable, already applied) is never "Do now"
         out.append(f"**Do now:** {change(first)}." + (f" {derived_note(first)}" if first.source == "feature-switch" else ""))
-    elif derived:
-        out.append(f"**Do now:** {change(derived[0])}. {derived_note(derived[0])}")
     off = [x for x in f.features if x.state == "off"]
     if off:
         out.append("**Already off:** " + "; ".join(f"{inline(x.title)} ({inline(x.reason)})" for x in off) + ".")
