@@ -13,10 +13,11 @@ engines' released source and flag histories (scripts/feature_map.py checks it ag
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
+import regex
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from triage.catalogue.models import ID_RX, Strict, _env_strings
@@ -185,6 +186,12 @@ class Feature:
     @property
     def messages(self) -> list[str]:
         return list(self.raw.get("messages") or [])
+
+    @cached_property
+    def message_patterns(self) -> tuple[regex.Pattern[str], ...]:
+        """`messages` compiled once: `regex.search(text, ...)` looks its pattern up in the
+        module's cache on every call, which cost more than the searches on short messages."""
+        return tuple(regex.compile(p) for p in self.messages)
 
     @property
     def spec(self) -> FeatureSpec:

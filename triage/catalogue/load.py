@@ -115,7 +115,26 @@ class Catalogue:
             self.workarounds = LazyMap(items=self.workarounds)
 
     def keywords(self) -> set[str]:
-        return {k for s in self.signatures.values() for k in s.keywords}
+        return set(self.keyword_index())
+
+    def keyword_index(self) -> dict[str, list[Signature]]:
+        """The signatures that carry each keyword, made once per set of signature objects: a
+        `catalogue check` analyses 1,300 examples with one catalogue, and making the index for each
+        was a quarter of its time. The memo holds the signatures it was made from, so their ids
+        cannot be reused while it is kept."""
+        key = tuple(map(id, self.signatures.values()))
+        memo = self.__dict__.get("_keyword_memo")
+        if memo is None or memo[0] != key:
+            index: dict[str, list[Signature]] = {}
+            for s in self.signatures.values():
+                for k in s.keywords:
+                    index.setdefault(k, []).append(s)
+            memo = self.__dict__["_keyword_memo"] = (key, index)
+        return memo[1]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # sent to a backtest's worker processes: the memo is rebuilt there, not pickled
+        return {k: v for k, v in self.__dict__.items() if k != "_keyword_memo"}
 
 
 def _is_checkout(d: Path) -> bool:

@@ -45,14 +45,6 @@ class MatchContext:
     notes: list[str] = field(default_factory=list)
 
 
-def _by_keyword(cat: Catalogue) -> dict[str, list[Signature]]:
-    by_kw: dict[str, list[Signature]] = defaultdict(list)
-    for s in cat.signatures.values():
-        for k in s.keywords:
-            by_kw[k].append(s)
-    return by_kw
-
-
 def _setting(settings: dict[str, Any], name: str) -> tuple[bool, Any]:
     for key in SETTING_ALIASES.get(name, [name]):
         if key in settings:
@@ -100,7 +92,7 @@ def _failure_for(line: int, failures: list[Failure]) -> tuple[int | None, bool]:
 
 
 def match(cat: Catalogue, ctx: MatchContext) -> list[Finding]:
-    by_kw = _by_keyword(cat)
+    by_kw = cat.keyword_index()
     if not by_kw:
         return []
     hits: dict[str, list[LogLine]] = defaultdict(list)

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import regex
-
 from triage.catalogue.features import Feature, Switch, feature_map
 from triage.catalogue.flags import FlagIndex, flag_index, flag_name
 from triage.core.models import Failure, FeatureOnStack, Finding, Frame, Report, Workaround
@@ -63,10 +61,10 @@ def features_on_stack(failure: Failure, feats: list[Feature]) -> list[tuple[Feat
 
 
 def _message_hit(feat: Feature, texts: list[str], failure: Failure) -> str | None:
-    for p in feat.messages:
+    for p in feat.message_patterns:
         for i, t in enumerate(texts):
             try:
-                m = regex.search(p, t, timeout=PATTERN_TIMEOUT)
+                m = p.search(t, timeout=PATTERN_TIMEOUT)
             except TimeoutError:
                 m = None
             if m:
