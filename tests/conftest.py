@@ -151,13 +151,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.environ["XDG_CACHE_HOME"] = before
 
 
-def linear(cost: Callable[[str], float], small: str, big: str, factor: float = 8) -> tuple[float, float]:
-    """(cost of small, cost of big) for a linearity check `big < factor * small + 50 ms`
+def linear(cost: Callable[[str], float], small: str, big: str, factor: float = 8,
+           slack: float = 0.05) -> tuple[float, float]:
+    """(cost of small, cost of big) for a linearity check `big < factor * small + slack`
     (CPU seconds from `cost`): measured once each, and when the check would fail, once more
     each, keeping the faster (a loaded machine only ever adds time). The faster of two used
     to be taken every time; only a failing ratio needs the second measurement."""
     t_small, t_big = cost(small), cost(big)
-    if not t_big < factor * t_small + 0.05:
+    if not t_big < factor * t_small + slack:
         t_small, t_big = min(t_small, cost(small)), min(t_big, cost(big))
     return t_small, t_big
 

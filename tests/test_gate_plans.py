@@ -27,10 +27,10 @@ def _make(tmp_path: Path, *args: str) -> bytes:
 
 
 SHAPES = {
-    "quiet": ("quiet", "--size-mb", "1.5"),
-    "noisy": ("noisy", "--size-mb", "1.5", "--tracebacks", "60"),
-    "long": ("long", "--size-mb", "1.5", "--long-every", "40", "--line-bytes", "100000"),
-    "vllm": ("vllm", "--size-mb", "1.5"),
+    "quiet": ("quiet", "--size-mb", "0.75"),
+    "noisy": ("noisy", "--size-mb", "0.75", "--tracebacks", "30"),
+    "long": ("long", "--size-mb", "0.75", "--long-every", "20", "--line-bytes", "40000"),
+    "vllm": ("vllm", "--size-mb", "0.75"),
 }
 
 
@@ -80,7 +80,7 @@ def test_both_plans_reach_every_line_with_a_word(catalogue, shape):
     assert len(plans) == 2 and len(plans[0]) == 1 and len(plans[1]) > 1, name
     want = _word_lines(pf, data)
     assert want, name
-    if name == "long":  # lines past the cap, whose words beyond it lead nowhere: ~14 of them in 1.5 MB
+    if name == "long":  # lines past the cap, whose words beyond it lead nowhere: ~14 of them in 0.75 MB
         assert sum(len(line) > LINE_CAP for line in data.split(b"\n")) >= 10
     hits = []
     for plan in plans:

@@ -600,7 +600,7 @@ def _gone(pid: int, within: float = 5.0) -> bool:
 
 def _run_in_process(tmp_path, monkeypatch, capsys, server: str, *opts: str,  # noqa: ANN001
                     signals: tuple[int, ...] = ()) -> tuple[int, int]:
-    """`triage run` in this process (the stop grace lowered to 0.5 s, and the wait for the
+    """`triage run` in this process (the stop grace lowered to 0.3 s, and the wait for the
     output that the stubborn worker keeps open, 2 s, too); `signals` are sent to it once the
     stubborn worker is up. Returns (exit code, the worker's pid)."""
     import signal as sig
@@ -608,8 +608,8 @@ def _run_in_process(tmp_path, monkeypatch, capsys, server: str, *opts: str,  # n
 
     from triage.commands import run as run_mod
 
-    monkeypatch.setattr(run_mod, "STOP_WAIT", 0.5)
-    monkeypatch.setattr(run_mod, "OUTPUT_WAIT", 0.5)
+    monkeypatch.setattr(run_mod, "STOP_WAIT", 0.3)
+    monkeypatch.setattr(run_mod, "OUTPUT_WAIT", 0.3)
     pidfile = tmp_path / "worker.pid"
     script = tmp_path / "server.py"
     script.write_text(STUBBORN.replace("{server}", server))
@@ -620,7 +620,7 @@ def _run_in_process(tmp_path, monkeypatch, capsys, server: str, *opts: str,  # n
                 break
             time.sleep(0.05)
         for s in signals:
-            time.sleep(0.3)
+            time.sleep(0.15)
             os.kill(os.getpid(), s)
 
     t = threading.Thread(target=send, daemon=True)
@@ -637,7 +637,8 @@ def _run_in_process(tmp_path, monkeypatch, capsys, server: str, *opts: str,  # n
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_run_timeout_kills_a_worker_that_ignores_sigterm(tmp_path, monkeypatch, capsys):
-    code, worker = _run_in_process(tmp_path, monkeypatch, capsys, "", "--timeout", "2")
+    # the worker is up (its pid written) in ~0.1 s; the timeout fires once it is
+    code, worker = _run_in_process(tmp_path, monkeypatch, capsys, "", "--timeout", "1")
     assert code == 3
     assert _gone(worker)
 

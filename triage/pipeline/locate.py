@@ -200,9 +200,10 @@ def _best(atlas: Atlas, exc: str, line: str, engine: str | None, frame_pkgs: set
     if python_own and not frames:
         return []
     scored: list[tuple[float, Template, bool]] = []
-    for t in atlas.candidates(line, cut=at_end or _cut_off(line)):
+    cut = at_end or _cut_off(line)
+    for t in atlas.candidates(line, cut=cut):
         pkg = atlas.packages.get(t.package)
-        if pkg is None or not _eligible(pkg, engine, frame_pkgs):
+        if pkg is None or not _eligible(pkg, engine, frame_pkgs) or not _words_shown(t.text, line, cut):
             continue
         if frames:
             # with a traceback, the message was raised on its stack: a site elsewhere that
@@ -248,16 +249,26 @@ def _cut_off(line: str) -> bool:
     return line.rstrip().endswith(("...", "…")) or len(line) >= 100
 
 
+@lru_cache(maxsize=8192)
+def _head_words(text: str) -> tuple[str, ...]:
+    return tuple(w for seg in segments(first_line(text)) if not seg.startswith(HOLE) for w in seg.split())
+
+
+def _words_shown(text: str, line: str, cut: bool) -> bool:
+    """Every literal word of the template's first line is in the line (its first three, for a
+    line cut off): checked before a regex is compiled, since most candidates share only their
+    key word with the line."""
+    words = _head_words(text)
+    return all(w in line for w in words) or (cut and all(w in line for w in words[:3]))
+
+
 def _match(text: str, line: str, at_end: bool = False) -> tuple[int, bool] | None:
     """(literal characters matched, cut off?) when the template gives this message line
     (`at_end`: the line may have been cut off at any length: the log's last line, a message
     whose continuation lines were not kept)."""
     cut = at_end or _cut_off(line)
     head = first_line(text)
-    # every literal word of the template must be in the line (its first ones, for a line cut
-    # off) before a regex is compiled: most candidates share only their key word
-    words = [w for seg in segments(head) if not seg.startswith(HOLE) for w in seg.split()]
-    if not all(w in line for w in words) and not (cut and all(w in line for w in words[:3])):
+    if not _words_shown(text, line, cut):
         return None
     if _compiled(text, None).fullmatch(line):
         return len(literal(head)), False
