@@ -171,7 +171,8 @@ def catalogue():
 
 
 def run_cli(*args: str, stdin: bytes | Path | None = None, cwd: Path | str | None = None,
-            env: Mapping[str, str | None] | None = None, stdin_closed: bool = False) -> subprocess.CompletedProcess:
+            env: Mapping[str, str | None] | None = None, stdin_closed: bool = False,
+            stdout_fd: int | None = None) -> subprocess.CompletedProcess:
     """`triage ARGS` run in this process, as the console entry point runs it (same error handling
     and exit codes), with bytes in and out like `subprocess.run(..., capture_output=True)`.
 
@@ -179,7 +180,8 @@ def run_cli(*args: str, stdin: bytes | Path | None = None, cwd: Path | str | Non
     work. `env` is set on top of this process's environment for the call (None unsets a name).
     Tests of the installed entry point, signals and child processes use `run_process`.
     `stdin` as a Path: the shell's `< FILE` (stdin is that regular file); `stdin_closed`: the
-    shell's `<&-` (Python then has no sys.stdin)."""
+    shell's `<&-` (Python then has no sys.stdin). `stdout_fd`: stdout is written to that file
+    descriptor (a pseudo-terminal's, for what triage prints to a terminal), not captured."""
     from triage.cli import run_main
 
     out, err = io.BytesIO(), io.BytesIO()
@@ -188,8 +190,9 @@ def run_cli(*args: str, stdin: bytes | Path | None = None, cwd: Path | str | Non
     else:
         stdin_stream = None if stdin_closed else io.TextIOWrapper(io.BufferedReader(io.BytesIO(stdin or b"")), encoding="utf-8")
     # what a pipe gives a real process: UTF-8, strict on stdout, backslashreplace on stderr
+    stdout_raw = out if stdout_fd is None else io.FileIO(stdout_fd, "w", closefd=False)
     streams = (stdin_stream,
-               io.TextIOWrapper(out, encoding="utf-8", write_through=True),
+               io.TextIOWrapper(stdout_raw, encoding="utf-8", write_through=True),
                io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace", write_through=True))
     saved_streams, saved_cwd, saved_env = (sys.stdin, sys.stdout, sys.stderr), os.getcwd(), dict(os.environ)
     try:

@@ -11,12 +11,13 @@ import pty
 import re
 import subprocess
 import sys
+import threading
 import warnings
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_cli
 
 EXAMPLES = ROOT / "examples"
 NSA = EXAMPLES / "sglang-nsa-crash.log"
@@ -48,23 +49,36 @@ def cli(*args: str | Path) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def tty(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
-    """stdout of the real `triage` when it is a terminal."""
-    master, slave = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "triage", *args], stdout=slave, stderr=subprocess.PIPE,
-                         env={**os.environ, "COLUMNS": "120", "TERM": "xterm", **(env or {})}, cwd=cwd)
-    os.close(slave)
-    chunks = []
+def _drain(master: int, chunks: list[bytes]) -> None:
     while True:
         try:
             b = os.read(master, 1 << 16)
-        except OSError:
-            break
+        except OSError:  # the slave side closed
+            return
         if not b:
-            break
+            return
         chunks.append(b)
+
+
+def tty(*args: str, env: dict[str, str] | None = None, process: bool = False) -> str:
+    """stdout of `triage` when it is a terminal (a pseudo-terminal, read as it is written): in
+    this process (conftest.run_cli), or with `process` the real `python -m triage`."""
+    master, slave = pty.openpty()
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=_drain, args=(master, chunks), daemon=True)
+    reader.start()
+    settings = {"COLUMNS": "120", "TERM": "xterm", **(env or {})}
+    if process:
+        p = subprocess.Popen([sys.executable, "-m", "triage", *args], stdout=slave, stderr=subprocess.PIPE,
+                             env={**os.environ, **settings})
+        os.close(slave)
+        assert p.wait(timeout=120) in (0, 1), p.stderr.read() if p.stderr else ""
+    else:
+        done = run_cli(*args, env=settings, stdout_fd=slave)
+        os.close(slave)
+        assert done.returncode in (0, 1), done.stderr
+    reader.join(30)
     os.close(master)
-    assert p.wait(timeout=120) in (0, 1), p.stderr.read() if p.stderr else ""
     return b"".join(chunks).decode("utf-8", "replace")
 
 
@@ -270,13 +284,12 @@ def test_catalogue_text_is_escaped_for_markdown() -> None:
 
 
 def test_terminal_gets_rendered_markdown_without_entities() -> None:
-    out = tty("signatures")
+    out = tty("signatures", process=True)  # once through the real entry point
     assert "&lt;" not in out and "&gt;" not in out and "|---|" not in out and "\x1b[" in out
     plain = tty("show", "system-oom-killer", env={"NO_COLOR": "1"})
     assert "<pid>" in plain and "\\<" not in plain and not re.search("\x1b\\[3[0-9]m", plain)
-    piped = subprocess.run([sys.executable, "-m", "triage", "show", "system-oom-killer"], capture_output=True,
-                           text=True, timeout=120)
-    assert "\\<pid>" in piped.stdout and "\x1b[" not in piped.stdout  # piped: plain Markdown
+    piped = cli("show", "system-oom-killer")[1]
+    assert "\\<pid>" in piped and "\x1b[" not in piped  # piped: plain Markdown
 
 
 def test_log_text_cannot_turn_into_emphasis(tmp_path: Path) -> None:
