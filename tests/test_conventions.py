@@ -130,14 +130,17 @@ def test_shell_completion_completes_commands_and_options(monkeypatch) -> None:
     detached job, some CI runners) detected none: 'Shell  not supported.', exit 1. The
     detection is fixed to bash here; what is tested is the script it prints."""
     monkeypatch.setattr("typer.completion._get_shell_name", lambda: "bash")
-    def complete(words: str) -> list[str]:
-        env = {**os.environ, "_TRIAGE_COMPLETE": "complete_bash", "COMP_WORDS": words,
-               "COMP_CWORD": str(len(words.split()) - 1)}
-        p = subprocess.run([sys.executable, "-m", "triage"], capture_output=True, text=True, env=env, timeout=120)
+    def complete(words: str, process: bool = False) -> list[str]:
+        env = {"_TRIAGE_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1)}
+        if process:  # the installed script runs the real entry point
+            p = subprocess.run([sys.executable, "-m", "triage"], capture_output=True, env={**os.environ, **env},
+                               timeout=120)
+        else:
+            p = run_cli(env=env)
         assert p.returncode == 0, p.stderr
-        return p.stdout.split()
+        return p.stdout.decode().split()
 
-    assert complete("triage ana") == ["analyze"]
+    assert complete("triage ana", process=True) == ["analyze"]
     assert complete("triage analyze --engine-v") == ["--engine-version"]
     assert "backtest" in complete("triage catalogue b")
     code, out, err = cli("--show-completion")

@@ -719,9 +719,7 @@ def test_streamed_files_replace_a_planted_symlink(tmp_path, log, which):
         server = [sys.executable, "-c", f"import sys; sys.stdout.write(open({str(log)!r}).read()); sys.exit(1)"]
         run_log = target if which == "run --log" else tmp_path / "run.log"
         out = ["-o", str(target)] if which == "run -o" else []
-        # not cli(): run copies the server's traceback to stderr
-        p = subprocess.run([sys.executable, "-m", "triage", "run", "--log", str(run_log), "--grace", "0.3",
-                            "--timeout", "30", *out, "--", *server], capture_output=True, timeout=60)
+        p = run_cli("run", "--log", str(run_log), "--grace", "0.3", "--timeout", "30", *out, "--", *server)
         assert p.returncode == 1, p.stderr
     assert other.read_text() == "keep me\n"
     assert not target.is_symlink()
