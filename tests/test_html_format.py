@@ -154,19 +154,32 @@ def _load_log(path: Path, lines: int, spike_at: int) -> None:
                      f"cuda graph: True, gen throughput (token/s): 900.00, #queue-req: {i % 3}\n")
 
 
-def test_a_long_series_is_bounded_and_keeps_its_spike(tmp_path):
+def test_a_long_series_is_bounded_and_keeps_its_spike(tmp_path, monkeypatch):
+    from triage.pipeline import scan as scan_mod
+
     log = tmp_path / "long.log"
-    _load_log(log, 200_000, spike_at=123_457)
+    _load_log(log, 40_000, spike_at=23_457)  # 78 load lines per bucket
     r = analyze_file(str(log), options=Options(chart=True, workers=1))
     chart = r.chart
-    assert chart is not None and chart.load_lines == 200_000
+    assert chart is not None and chart.load_lines == 40_000
     assert MAX_BUCKETS // 2 <= len(chart.points) <= MAX_BUCKETS
     assert max(p.values["running"][1] for p in chart.points) == 9999
     spike = next(p for p in chart.points if p.values["running"][1] == 9999)
-    assert spike.line <= 123_459 <= spike.end_line  # the log's line 1 is the launch line
-    # the same on two workers, whose byte ranges are merged
+    assert spike.line <= 23_459 <= spike.end_line  # the log's line 1 is the launch line
+    # the same on two workers, whose byte ranges are merged: a 6 MB log is split only below the
+    # 64 MB a real run waits for (the 30 MB this test used to write was read whole, twice)
+    monkeypatch.setattr(scan_mod, "PARALLEL_MIN_BYTES", 0)
+    merged: list[int] = []
+    real_merge = scan_mod.merge
+
+    def counting(parts):  # noqa: ANN001, ANN202
+        merged.append(len(parts))
+        return real_merge(parts)
+
+    monkeypatch.setattr(scan_mod, "merge", counting)
     two = analyze_file(str(log), options=Options(chart=True, workers=2)).chart
-    assert two is not None and two.load_lines == 200_000 and len(two.points) <= MAX_BUCKETS
+    assert merged == [2], merged
+    assert two is not None and two.load_lines == 40_000 and len(two.points) <= MAX_BUCKETS
     assert max(p.values["running"][1] for p in two.points) == 9999
 
 
