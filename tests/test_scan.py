@@ -123,21 +123,28 @@ def noisy(tmp_path_factory):
     return path, _noisy_log(path)
 
 
+@pytest.fixture(scope="module")
+def noisy_whole(catalogue, noisy):
+    """The noisy log read in one pass, and its report: what every split must give."""
+    with open(noisy[0], "rb") as fh:
+        whole = scan(iter_chunks(fh), prefilter_for(catalogue, True))
+    return whole, _report_json(whole, catalogue)
+
+
 @pytest.mark.parametrize("parts", [2, 3, 5])
-def test_noisy_ranges_merge_to_the_whole(catalogue, noisy, parts):
+def test_noisy_ranges_merge_to_the_whole(catalogue, noisy, noisy_whole, parts):
     """Each range keeps its own first copies of a request traceback; merged, the copies past
     KEEP_COPIES become repeats again, so counts and end lines are those of one pass."""
     import triage.pipeline.scan as scan_mod
 
     path, _meta = noisy
+    whole, whole_json = noisy_whole
     pf = prefilter_for(catalogue, True)
-    with open(path, "rb") as fh:
-        whole = scan(iter_chunks(fh), pf)
     cuts = split_points(str(path), path.stat().st_size, parts)
     merged = merge([scan_mod.scan_range(str(path), cuts[i], cuts[i + 1], pf) for i in range(len(cuts) - 1)])
     assert whole.repeats  # the log repeats tracebacks past what is kept
     assert merged.repeats == whole.repeats
-    assert _report_json(merged, catalogue) == _report_json(whole, catalogue)
+    assert _report_json(merged, catalogue) == whole_json
 
 
 def test_noisy_load_figures_are_those_at_the_crash(catalogue, noisy):
