@@ -16,8 +16,9 @@ catalogue's workarounds, never applied by `triage run --retry`.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 from triage.catalogue.flags import FlagIndex, flag_index
 from triage.core.lazyre import lazy
@@ -40,6 +41,7 @@ HAND_KNOWN = [
 ]
 _FLAG_SLOT = re_compile(r"--[a-z][a-z0-9-]*")
 _TEMPLATE_SLOT = r"\\\{[^}]*\\\}|%[sdfr]|%\\\.\d+f"
+_SLOT = re_compile(r"\{[^}]*\}|%[sdfr]|%\.\d+f")  # the same slots in the text before re.escape
 _EXCEPTION_NAME = re_compile(r"^(?:[A-Za-z_][\w.]{0,100}(?:Error|Exception|Warning)): ")
 MIN_PREFIX = 24  # characters of a known message a cut-off line must keep to be recognised
 # What fills a template's slot ({tp_size}, %s): a value, never a flag or a shell construct. A slot
@@ -65,8 +67,35 @@ def _items() -> list[tuple[str, str, str]]:
     return out + HAND_KNOWN
 
 
+@cache
 def _matcher(text: str) -> re.Pattern[str]:
     return re.compile(_SLOT_VALUE.join(re.split(_TEMPLATE_SLOT, re.escape(text))))
+
+
+def _head(text: str) -> str:
+    """The literal start of a known text, up to its first slot: a line the text's matcher
+    fullmatches starts with it."""
+    return _SLOT.split(text, maxsplit=1)[0]
+
+
+class _Known(NamedTuple):
+    """A hint an engine is known to print. Its two matchers are compiled on first use, only for
+    a line that starts with the text's literal head: compiling all 1,700 of them cost a process
+    half a second the first time a line named a flag."""
+
+    norm: str  # the text, normalised
+    shape: str  # the same with every flag name as --flag
+    flags: list[str]
+    engine: str
+    source: str
+    head: str
+    shape_head: str
+
+    def exact(self, line: str) -> bool:
+        return line.startswith(self.head) and _matcher(self.norm).fullmatch(line) is not None
+
+    def same_shape(self, shape: str) -> bool:
+        return shape.startswith(self.shape_head) and _matcher(self.shape).fullmatch(shape) is not None
 
 
 def _related(flag: str, known: str) -> bool:
@@ -84,13 +113,12 @@ def _same_flags(line: list[str], known: list[str]) -> bool:
 
 
 @lru_cache(maxsize=1)
-def _known() -> list[tuple[re.Pattern[str], re.Pattern[str], str, list[str], str, str]]:
-    """(exact matcher, matcher with any flag names, literal shape, its flags, engine, source) per known item."""
+def _known() -> list[_Known]:
     out = []
     for eng, text, source in _items():
         norm = _norm(text)
         shape = _FLAG_SLOT.sub("--flag", norm)
-        out.append((_matcher(norm), _matcher(shape), shape, _FLAG_SLOT.findall(norm), eng, source))
+        out.append(_Known(norm, shape, _FLAG_SLOT.findall(norm), eng, source, _head(norm), _head(shape)))
     return out
 
 
@@ -100,9 +128,9 @@ def cite(text: str, engine: str | None, frames: list[str] | None = None) -> str 
     never the first one listed as if it were the one."""
     norm = _norm(text)
     found: list[str] = []
-    for rx, _shape_rx, _shape, _flags, eng, source in _known():
-        if (engine is None or eng == engine) and rx.fullmatch(norm) and source not in found:
-            found.append(source)
+    for k in _known():
+        if (engine is None or k.engine == engine) and k.source not in found and k.exact(norm):
+            found.append(k.source)
     if len(found) <= 1:
         return found[0] if found else None
     files = [fr.replace("\\", "/") for fr in frames or []]
@@ -119,15 +147,15 @@ def recognised(text: str, engine: str | None) -> bool:
     norm = _norm(_EXCEPTION_NAME.sub("", text.strip(), count=1))
     shape = _FLAG_SLOT.sub("--flag", norm)
     flags = _FLAG_SLOT.findall(norm)
-    for rx, shape_rx, literal, known_flags, eng, _source in _known():
-        if engine is not None and eng != engine:
+    for k in _known():
+        if engine is not None and k.engine != engine:
             continue
-        if rx.fullmatch(norm):
+        if k.exact(norm):
             return True
         # another spelling of the message's flags, or the message cut off: its flags must be
         # spellings of the message's own, not any flag put into a known wording
-        if (shape_rx.fullmatch(shape) or (len(shape) >= MIN_PREFIX and "{" not in literal[: len(shape)]
-                                          and literal.startswith(shape))) and _same_flags(flags, known_flags):
+        if (k.same_shape(shape) or (len(shape) >= MIN_PREFIX and "{" not in k.shape[: len(shape)]
+                                    and k.shape.startswith(shape))) and _same_flags(flags, k.flags):
             return True
     return False
 
