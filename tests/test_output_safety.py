@@ -68,7 +68,7 @@ def test_terminal_escapes_never_reach_the_terminal(tmp_path, command, fmt):
     if command == "analyze":
         p = triage("analyze", str(log), "-f", fmt, ok=(1,))
     elif command == "watch":
-        p = triage("watch", str(log), "--grace", "0.3", "--timeout", "60", "-f", fmt, ok=(1,))
+        p = triage("watch", str(log), "--grace", "0.1", "--timeout", "60", "-f", fmt, ok=(1,))
     else:
         server = f"import sys; sys.stdout.write(open({str(log)!r}).read()); sys.stdout.flush(); sys.exit(1)"
         p = triage("run", "--log", str(tmp_path / "run.log"), "--grace", "0.3", "--timeout", "60", "-f", fmt, "--",

@@ -714,7 +714,7 @@ def test_streamed_files_replace_a_planted_symlink(tmp_path, log, which):
     target = tmp_path / ("server-copy.log" if which == "run --log" else "events.md")
     target.symlink_to(other)
     if which == "watch -o":
-        cli("watch", str(log), "--grace", "0.3", "--timeout", "30", "-o", str(target), ok=(1,))
+        cli("watch", str(log), "--grace", "0.1", "--timeout", "30", "-o", str(target), ok=(1,))
     else:
         server = [sys.executable, "-c", f"import sys; sys.stdout.write(open({str(log)!r}).read()); sys.exit(1)"]
         run_log = target if which == "run --log" else tmp_path / "run.log"

@@ -183,7 +183,7 @@ def test_new_skeleton(log, tmp_path):
 
 @pytest.mark.parametrize("fmt", ["md", "json"])
 def test_watch_report_events_and_failure_line(log, fmt):
-    p = triage("watch", str(log), "--grace", "0.3", "--timeout", "60", "-f", fmt)
+    p = triage("watch", str(log), "--grace", "0.1", "--timeout", "60", "-f", fmt)
     assert "failure at line" in p.stderr
     assert not leaks(p.stdout) and not leaks(p.stderr)
     if fmt == "json":
