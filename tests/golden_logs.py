@@ -6,7 +6,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from triage.core.models import Report
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
@@ -29,22 +34,40 @@ def golden_path(log: str) -> Path:
     raise ValueError(f"{log} is in no golden group")
 
 
-def current_json() -> Iterator[tuple[str, str]]:
-    """(log, its JSON) for every covered log, paths relative to the repository as a user in
-    its root would type them. What is pinned is the log's report (`reports[0]` of the
-    envelope); the envelope around it has its own test (test_conventions)."""
+@cache
+def analysed() -> list[tuple[str, Report, Report, str]]:
+    """(log, its report, the redacted report, its JSON) for every covered log, paths relative
+    to the repository as a user in its root would type them. Each log is analysed once per
+    process: the golden check and the report linter (tests/report_linter.py) read the same pass.
+    What is pinned is the log's report (`reports[0]` of the envelope); the envelope around it
+    has its own test (test_conventions)."""
     from triage.catalogue.load import load_catalogue
     from triage.commands.analyze import analyze_logs, document
     from triage.pipeline.analyze import Options
+    from triage.pipeline.redact import redact_report
 
     here = os.getcwd()
     os.chdir(ROOT)
+    out = []
     try:
         cat = load_catalogue()
         opts = Options(workers=1)
         for log in logs():
-            report = document(analyze_logs([log], cat, opts, jobs=1))["reports"][0]
+            # `triage analyze LOG --format json`: analyze_logs, whose last step with the default
+            # redaction is this redact_report, and the envelope's report
+            result = analyze_logs([log], cat, opts, jobs=1, redact=False)
+            rep = result.reports[0]
+            red = redact_report(rep)
+            result.reports = [red]
+            report = document(result)["reports"][0]
             # re-dumped with sorted keys so that a field moving inside a model is not a change
-            yield log, json.dumps(report, indent=1, sort_keys=True) + "\n"
+            out.append((log, rep, red, json.dumps(report, indent=1, sort_keys=True) + "\n"))
     finally:
         os.chdir(here)
+    return out
+
+
+def current_json() -> Iterator[tuple[str, str]]:
+    """(log, its JSON) for every covered log (see analysed)."""
+    for log, _rep, _red, text in analysed():
+        yield log, text
