@@ -48,6 +48,13 @@ def test_scores_and_grouped_misses(corpus):
     assert set(doc["by_engine"]) == {"sglang", "vllm"}
 
 
+def test_two_worker_processes_give_the_one_process_figures(corpus):
+    """The cases shared out to a pool of two (-j 0 on a machine with two cores) score as one
+    process scores them."""
+    one, two = (json.loads(run(str(corpus), "--format", "json", "-j", j)[1]) for j in ("1", "2"))
+    assert two["total"] == one["total"] and two["misses"] == one["misses"] and two["cases"] == len(PICK)
+
+
 def test_markdown_and_thresholds(corpus):
     code, out = run(str(corpus), "-j", "1", "--min-clean", "100")
     assert code == 0 and "| healthy logs clean |" in out

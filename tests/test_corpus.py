@@ -69,7 +69,9 @@ def test_expected_signatures_exist(cases, catalogue):
 
 
 def test_dev_split_does_not_regress():
-    res = backtest(str(CORPUS), "dev", jobs=0)
+    # one process: a pool's workers each load triage again (3.7 s of CPU against 1.9 s);
+    # test_backtest checks that a pool scores as one process does
+    res = backtest(str(CORPUS), "dev", jobs=1)
     pct = {m: res.total.percent(m) or 0.0 for m in res.total.totals}
     # today (dev, 199 cases): detected 99, exception 98, recognised 86, right1 92, healthy 100
     assert pct["detected"] >= 96
