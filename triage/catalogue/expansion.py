@@ -155,25 +155,44 @@ def _parse_tree(p: str) -> Any | None:
     return None
 
 
+_SINGLE = ("subpattern", "yes_item", "no_item")
+_MANY = ("items", "branches")
+# per node class of regex's parser: (its child attributes, its list attributes, a repeat?, has
+# characters?), read once per class: asking every node for seven attributes was 40% of loading
+# the catalogue from its YAML
+_SHAPES: dict[type, tuple[tuple[str, ...], tuple[str, ...], bool, bool]] = {}
+
+
+def _shape(node: Any) -> tuple[tuple[str, ...], tuple[str, ...], bool, bool]:
+    cls = type(node)
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        shape = _SHAPES[cls] = (tuple(a for a in _SINGLE if hasattr(node, a)), tuple(a for a in _MANY if hasattr(node, a)),
+                                hasattr(node, "min_count"), hasattr(node, "characters"))
+    return shape
+
+
 def _tree_units(tree: Any, cap: int) -> int:
     """Units of a parsed pattern: a counted repeat multiplies what it repeats (iteratively: the
     tree is as deep as the pattern's nesting)."""
     sizes: dict[int, int] = {}
-    todo: list[tuple[Any, bool]] = [(tree, False)]
+    todo: list[tuple[Any, list[Any] | None]] = [(tree, None)]
     while todo:
-        node, done = todo.pop()
-        kids = [getattr(node, a) for a in ("subpattern", "yes_item", "no_item") if getattr(node, a, None) is not None]
-        for a in ("items", "branches"):
-            kids.extend(k for k in (getattr(node, a, None) or ()) if hasattr(k, "__dict__"))
-        if not done:
-            todo.append((node, True))
-            todo.extend((k, False) for k in kids)
+        node, kids = todo.pop()
+        if kids is None:
+            single, many, _, _ = _shape(node)
+            kids = [k for k in (getattr(node, a) for a in single) if k is not None]
+            for a in many:
+                kids.extend(k for k in (getattr(node, a) or ()) if hasattr(k, "__dict__"))
+            todo.append((node, kids))
+            todo.extend((k, None) for k in kids)
             continue
         inner = sum(sizes.get(id(k), 1) for k in kids)
-        if hasattr(node, "min_count"):  # GreedyRepeat, LazyRepeat, PossessiveRepeat
+        _, _, repeat, chars = _shape(node)
+        if repeat:  # GreedyRepeat, LazyRepeat, PossessiveRepeat
             size = max(1, inner) * max(node.min_count or 0, node.max_count or 0, 1)
         else:
-            size = max(1, inner, len(getattr(node, "characters", ())))
+            size = max(1, inner, len(node.characters) if chars else 0)
         sizes[id(node)] = min(size, cap + 1)
     return sizes.get(id(tree), 1)
 
