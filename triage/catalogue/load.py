@@ -114,22 +114,24 @@ class Catalogue:
         if not isinstance(self.workarounds, LazyMap):  # given a plain dict
             self.workarounds = LazyMap(items=self.workarounds)
 
-    def keywords(self) -> set[str]:
-        return set(self.keyword_index())
+    def keywords(self) -> frozenset[str]:
+        self.keyword_index()
+        return self.__dict__["_keyword_memo"][2]
 
     def keyword_index(self) -> dict[str, list[Signature]]:
-        """The signatures that carry each keyword, made once per set of signature objects: a
+        """The signatures that carry each keyword, made once per state of `signatures`: a
         `catalogue check` analyses 1,300 examples with one catalogue, and making the index for each
-        was a quarter of its time. The memo holds the signatures it was made from, so their ids
-        cannot be reused while it is kept."""
-        key = tuple(map(id, self.signatures.values()))
+        was a quarter of its time. Signatures are only ever added to a catalogue (loading,
+        merging), so the dict and its length tell its state; the memo holds the dict, so its id
+        cannot be reused while the memo is kept."""
+        key = (self.signatures, len(self.signatures))
         memo = self.__dict__.get("_keyword_memo")
-        if memo is None or memo[0] != key:
+        if memo is None or memo[0][0] is not key[0] or memo[0][1] != key[1]:
             index: dict[str, list[Signature]] = {}
             for s in self.signatures.values():
                 for k in s.keywords:
                     index.setdefault(k, []).append(s)
-            memo = self.__dict__["_keyword_memo"] = (key, index)
+            memo = self.__dict__["_keyword_memo"] = (key, index, frozenset(index))
         return memo[1]
 
     def __getstate__(self) -> dict[str, Any]:

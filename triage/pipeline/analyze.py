@@ -46,7 +46,7 @@ def prefilter_for(cat: Catalogue, prefer_hyperscan: bool = True,
     """The compiled prefilter for a catalogue's keywords, compiled once per process for the
     same keywords (a watch, a corpus or `catalogue check` analyses many logs); `window`: with
     the load probe for those `#running-req` values compiled in (scan.load_window)."""
-    return _prefilter(frozenset(cat.keywords()), prefer_hyperscan, window, cat.cache_dir)
+    return _prefilter(cat.keywords(), prefer_hyperscan, window, cat.cache_dir)
 
 
 @functools.lru_cache(maxsize=8)
