@@ -138,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         pkg = PACKAGES[name]
         pkg_meta[name] = {"versions": [v for v, _ in rs], "repo": pkg.repo, "repo_prefix": pkg.repo_prefix,
                           "tag": pkg.tag, "engine": name in ENGINES}
+        if pkg.paths:  # only where a package has them: the other packages' entries are unchanged
+            pkg_meta[name]["paths"] = [list(x) for x in pkg.paths]
         for vi, (_, files) in enumerate(rs):
             for path, sha in files.items():
                 if not pkg.keeps(path):
