@@ -101,7 +101,7 @@ def fetch_release(pkg: Package, version: str, cache: Path) -> str:
         return f"{pkg.name} {version}: cached"
     with tempfile.TemporaryDirectory(prefix="atlas-") as tmp:
         cmd = [sys.executable, "-m", "pip", "download", f"{pkg.dist}=={version}", "--no-deps",
-               "--only-binary", ":all:", "-d", tmp, "-q", "--disable-pip-version-check"]
+               "--only-binary", ":all:", "--no-cache-dir", "-d", tmp, "-q", "--disable-pip-version-check"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wheels = list(Path(tmp).glob("*.whl"))
         if wheels:

@@ -31,6 +31,10 @@ class Package:
     # wheel paths left out: vendored code (CUTLASS's Python DSL in flashinfer/data), generated
     # kernels and experimental kernels whose asserts no server log shows
     skip: tuple[str, ...] = field(default=())
+    # wheel path prefix -> repository path prefix, for files the build copies into the wheel from
+    # elsewhere in the repository (Triton's backends: third_party/nvidia/backend/ becomes
+    # triton/backends/nvidia/); the first prefix that matches wins, else repo_prefix
+    paths: tuple[tuple[str, str], ...] = field(default=())
 
     def keeps(self, wheel_path: str) -> bool:
         if not any(wheel_path.startswith(t + "/") for t in self.top):
@@ -45,7 +49,16 @@ class Package:
 
     def link(self, version: str, wheel_path: str, line: int) -> str:
         tag = self.tag.format(version=version)
-        return f"https://github.com/{self.repo}/blob/{tag}/{self.repo_prefix}{wheel_path}#L{line}"
+        return f"https://github.com/{self.repo}/blob/{tag}/{repo_path(self.repo_prefix, self.paths, wheel_path)}#L{line}"
+
+
+def repo_path(prefix: str, paths: tuple[tuple[str, str], ...], wheel_path: str) -> str:
+    """Where a wheel's file sits in its repository (triage/catalogue/atlas.py's PackageInfo.repo_path
+    reads the same pairs from the atlas's header)."""
+    for wheel_prefix, repo_prefix in paths:
+        if wheel_path.startswith(wheel_prefix):
+            return repo_prefix + wheel_path[len(wheel_prefix):]
+    return prefix + wheel_path
 
 
 PACKAGES: dict[str, Package] = {p.name: p for p in (
@@ -65,6 +78,22 @@ PACKAGES: dict[str, Package] = {p.name: p for p in (
                 "modeling_rope_utils.py"))),
     Package("huggingface_hub", "huggingface_hub", "0.19.0", "huggingface/huggingface_hub", "src/",
             every_release=False, top=("huggingface_hub",)),
+    # Triton, the kernel compiler SGLang and vLLM JIT-compile their kernels with: its Python
+    # side (the JIT, the compiler driver, the language's semantic checks, the backends'
+    # compiler.py/driver.py). Its C++/MLIR passes are in triton/_C's binaries, not read.
+    # Left out: language/extra/ (libdevice wrappers generated from CUDA's and ROCm's device
+    # libraries), ops/ (the example kernel library of 2.x-3.1, removed in 3.2; no server calls
+    # it), tools/ (offline AOT compile/link/disasm scripts), profiler/ (Proton, vendored from
+    # third_party/proton), experimental/ (Gluon, the lower-level kernel language of 3.4 on, and
+    # the 3.9 sanitizer: a third of 3.9's Python, and no server kernel in these releases' logs
+    # goes through it) and the test helpers (_internal_testing.py, _test_runner.py,
+    # _filecheck.py): no server's crash goes through them.
+    Package("triton", "triton", "2.1.0", "triton-lang/triton", "python/", every_release=False, top=("triton",),
+            skip=("triton/language/extra/", "triton/ops/", "triton/tools/", "triton/profiler/",
+                  "triton/experimental/", "triton/_internal_testing.py", "triton/_test_runner.py",
+                  "triton/_filecheck.py"),
+            paths=(("triton/backends/nvidia/", "third_party/nvidia/backend/"),
+                   ("triton/backends/amd/", "third_party/amd/backend/"))),
 )}
 
 _FINAL = re.compile(r"^\d+(\.\d+)*(\.post\d+)?$")

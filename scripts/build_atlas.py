@@ -34,13 +34,13 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 from atlas_bare import bare_asserts  # noqa: E402
-from atlas_extract import _CONFIG_CLASS, _names, extract  # noqa: E402
+from atlas_extract import _CONFIG_CLASS, HOLE, _names, bind, extract  # noqa: E402
 from atlas_releases import PACKAGES  # noqa: E402
 
 from triage.catalogue import atlas  # noqa: E402
 from triage.catalogue.flags import flag_index  # noqa: E402
 
-EXTRACT_VERSION = 5  # bump when atlas_extract's output changes: the per-file cache is redone
+EXTRACT_VERSION = 6  # bump when atlas_extract's output changes: the per-file cache is redone
 DEFAULT_CACHE = Path(os.environ.get("TRIAGE_ATLAS_CACHE", Path.home() / ".cache" / "triage-atlas"))
 ENGINES = {"sglang", "vllm", "lmdeploy"}
 _FLAG_IN_TEXT = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
@@ -49,8 +49,9 @@ _ENV_NAME = re.compile(r"^(VLLM|SGLANG|SGL|NCCL|CUDA|TORCH|PYTORCH|HF|LMDEPLOY|F
 
 def _extract_blob(args: tuple[Path, Path]) -> None:
     blob, dest = args
-    msgs = extract(blob.read_bytes())
-    rows = [[m.kind, m.exception, m.template, m.function, m.line, m.condition, m.names] for m in msgs]
+    msgs = extract(blob.read_bytes(), deferred=True)
+    rows = [[m.kind, m.exception, m.template, m.function, m.line, m.condition, m.names] + ([m.extra] if m.extra else [])
+            for m in msgs]
     tmp = dest.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(rows, ensure_ascii=False))
     tmp.replace(dest)
@@ -73,6 +74,38 @@ def _flags_for(engine: str, names: list[str], text: str) -> tuple[list[str], lis
                     and (info.flag == m or m in info.aliases or m.replace("_", "-") == info.flag)):
                 flags.append(info.flag)
     return flags, env
+
+
+def _add_site(sites: dict, site_info: dict, name: str, exc: str, text: str, path: str, func: str, vi: int,
+              line: int, cond: str, nm: list[str]) -> None:
+    sites[(name, exc, text)][(path, func)].setdefault(vi, line)
+    # a name called in the guard is a method (quant_config.get_min_capability()), not a setting
+    site_info[(name, exc, text, path, func)] = (cond, [n for n in nm if not n.startswith("__") and f"{n}(" not in cond])
+
+
+def _joined_raises(files: list[tuple[str, list]]) -> list[tuple[str, str, str, int, str, list[str], str]]:
+    """(exception, file, function, line, guard, names, message) of each `call` row of a release
+    whose class one `class` definition of the release builds the message of (a class name
+    defined differently in two files is left alone: which one the call means is not known)."""
+    defs: dict[str, dict[str, list]] = defaultdict(dict)  # class -> its definitions, by content
+    per_file: dict[tuple[str, str], list] = defaultdict(list)
+    for path, rows in files:
+        for row in rows:
+            if row[0] == "class":
+                per_file[(path, row[1])].append([row[2], row[7]])
+    for (_, cls), templates in per_file.items():
+        defs[cls][json.dumps(templates, sort_keys=True)] = templates
+    out = []
+    for path, rows in files:
+        for row in rows:
+            if row[0] != "call" or len(defs.get(row[1], {})) != 1:
+                continue
+            _, exc, _, func, line, cond, nm, call = row
+            for template, info in next(iter(defs[exc].values())):
+                text = bind(template, info["params"], info["positional"], info["defaults"], call["args"], call["kw"])
+                if len(re.sub(f"{HOLE}[sdf]", "", text).strip()) >= 8:
+                    out.append((exc, path, func, line, cond, nm, text))
+    return out
 
 
 BARE_VERSION = 1  # bump when atlas_bare's output changes
@@ -138,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         pkg = PACKAGES[name]
         pkg_meta[name] = {"versions": [v for v, _ in rs], "repo": pkg.repo, "repo_prefix": pkg.repo_prefix,
                           "tag": pkg.tag, "engine": name in ENGINES}
+        if pkg.paths:  # only where a package has them: the other packages' entries are unchanged
+            pkg_meta[name]["paths"] = [list(x) for x in pkg.paths]
         for vi, (_, files) in enumerate(rs):
             for path, sha in files.items():
                 if not pkg.keeps(path):
@@ -145,13 +180,10 @@ def main(argv: list[str] | None = None) -> int:
                 rows = parsed.get(sha)
                 if rows is None:
                     rows = parsed[sha] = json.loads((ext_dir / f"{sha}.json").read_text())
-                for _kind, exc, text, func, line, cond, nm in rows:
-                    tkey = (name, exc, text)
-                    skey = (path, func)
-                    sites[tkey][skey].setdefault(vi, line)
-                    # a name called in the guard is a method (quant_config.get_min_capability()), not a setting
-                    site_info[(name, exc, text, path, func)] = (cond, [n for n in nm if not n.startswith("__")
-                                                                     and f"{n}(" not in cond])
+                for kind, exc, text, func, line, cond, nm, *_ in rows:
+                    if kind in ("class", "call"):
+                        continue  # joined across the release's files below
+                    _add_site(sites, site_info, name, exc, text, path, func, vi, line, cond, nm)
                 bare = bare_rows.get(sha)
                 if bare is None:
                     bare = bare_rows[sha] = json.loads((bare_dir / f"{sha}.json").read_text())
@@ -162,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
                     if key not in site_info:
                         nm = _condition_names(cond, _CONFIG_CLASS.search(func.split(".")[0]) is not None)
                         site_info[key] = (cond, [n for n in nm if f"{n}(" not in cond])
+            # `raise Cls(...)` of an exception class another file of the release defines, with
+            # the call's arguments filled into the class's message (Triton's compiler.py raises
+            # OutOfResources(n, limit, "shared memory") of runtime/errors.py)
+            for exc, path, func, line, cond, nm, text in _joined_raises(
+                    [(path, parsed[sha]) for path, sha in files.items() if pkg.keeps(path)]):
+                _add_site(sites, site_info, name, exc, text, path, func, vi, line, cond, nm)
     print(f"{len(sites)} templates, {sum(len(s) for s in sites.values())} sites", flush=True)
 
     # each template is filed under its rarest key word across the whole atlas

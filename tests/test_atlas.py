@@ -39,8 +39,11 @@ def test_the_shipped_atlas_matches_this_format_and_covers_the_engines():
     assert a.header["format"] == FORMAT
     assert a.packages["sglang"].versions[0] == "0.3.0"
     assert a.packages["vllm"].versions[0] == "0.4.0"
-    assert {"sglang", "vllm", "lmdeploy", "xgrammar", "transformers", "huggingface_hub"} <= set(a.packages)
+    assert {"sglang", "vllm", "lmdeploy", "flashinfer", "xgrammar", "transformers", "huggingface_hub",
+            "triton"} == set(a.packages)
     assert a.packages["sglang"].engine and not a.packages["transformers"].engine
+    # the Triton compiler is a library (its name is also the Triton Inference Server's engine id)
+    assert not a.packages["triton"].engine and a.packages["triton"].versions[0] == "2.1.0"
 
 
 def test_a_file_of_another_format_is_refused(tmp_path):
@@ -330,3 +333,95 @@ def test_text_holes_apart_by_white_space_are_one_hole():
     for line in ("x y must be 4 5, got 6 7.", "xy must be 45, got 67.", "a b c must be d e, got f g h.",
                  "x y must be 4 5, got 6 7", "must be , got .", "x y must  be 4 5, got 6 7. and more"):
         assert bool(re.fullmatch(pattern_source(text), line)) == bool(re.fullmatch(naive, line)), line
+
+
+# Triton, the kernel compiler (a library: its messages count in every engine's log). OutOfResources
+# builds its message in the class (triton/runtime/errors.py: `__init__` builds self.message in
+# 2.1-2.3, `__str__` returns it from 3.0) and CompiledKernel._init_handles raises it as
+# `OutOfResources(self.metadata.shared, max_shared, "shared memory")` (triton/compiler/compiler.py,
+# every release read; `raise_(OutOfResources(...))` from 3.5).
+OOR = ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: {}, Hardware limit: {}. "
+       "Reducing block sizes or `num_stages` may help.")
+
+
+def test_a_triton_message_built_in_its_exception_class_is_located_at_the_raise_that_fills_it_in(tmp_path):
+    """The last lines of the traceback in https://github.com/sgl-project/sglang/issues/2384 (SGLang
+    on MI300), as the thread shows them."""
+    log = _log(tmp_path,
+               "    self._init_handles()",
+               '  File "/opt/conda/envs/py_3.9/lib/python3.9/site-packages/triton/compiler/compiler.py", line 385, in _init_handles',
+               '    raise OutOfResources(self.metadata.shared, max_shared, "shared memory")',
+               "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 131072, Hardware limit: "
+               "65536. Reducing block sizes or `num_stages` may help.")
+    sites = _raised(log)
+    assert [(s["package"], s["file"], s["function"], s["versions"], s["exception"]) for s in sites] == [
+        ("triton", "triton/compiler/compiler.py", "CompiledKernel._init_handles", "2.1.0-3.9.0", "OutOfResources")]
+    s = sites[0]
+    # the raise's own text filled in: "shared memory" is literal, the sizes are holes
+    assert s["template"] == ("out of resource: shared memory, Required: {}, Hardware limit: {}. "
+                             "Reducing block sizes or `num_stages` may help.")
+    assert s["condition"] == "self.metadata.shared > max_shared"
+    # ROCm's build numbers the line otherwise: no PyPI release raises it at line 385
+    assert s["line_versions"] is None and s["in_version"] is None
+    assert s["link"].startswith("https://github.com/triton-lang/triton/blob/v3.9.0/python/triton/compiler/compiler.py#L")
+    # `triage new` links the line, but Triton's releases are not the engine's: no `affects` from them
+    out = run_cli("new", log, "--failure", "1").stdout.decode()
+    assert "  - https://github.com/triton-lang/triton/blob/v3.9.0/python/triton/compiler/compiler.py#L" in out
+    assert "\naffects:" not in out and "2.1.0" not in out.split("# source atlas:")[0]
+
+
+def test_the_tracebacks_line_in_triton_tells_its_release_and_the_engines_version_does_not(tmp_path):
+    """The traceback's last lines from https://github.com/Yuliang-Liu/MonkeyOCR/issues/86: line 374
+    of compiler.py raises it in Triton 3.0.0-3.1.0 only. The log's vLLM version is vLLM's: it picks
+    no Triton release."""
+    lines = ('File "/usr/local/lib/python3.11/dist-packages/triton/compiler/compiler.py", line 374, in _init_handles',
+             '    raise OutOfResources(self.metadata.shared, max_shared, "shared memory")',
+             "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 126978, Hardware limit: "
+             "101376. Reducing block sizes or `num_stages` may help.")
+    site = _raised(_log(tmp_path, "INFO 01-28 03:20:00 api_server.py:712] vLLM API server version 0.7.0", *lines))[0]
+    assert (site["function"], site["line"], site["line_versions"], site["release"]) == (
+        "CompiledKernel._init_handles", 374, "3.0.0-3.1.0", "3.1.0")
+    assert site["in_version"] is None  # vLLM 0.7.0 is no Triton release
+    # the Triton Inference Server's engine id is `triton` too: its version (2.45.0) is the server's,
+    # and picks no release of the compiler (it would pick 2.3.1, whose line is 248)
+    from triage.core.models import Environment, Failure, Frame
+    from triage.pipeline.locate import locate_failure
+
+    f = Failure(kind="traceback", exception="triton.runtime.errors.OutOfResources", message=lines[2].split(": ", 1)[1],
+                line=1, frames=[Frame(file="/usr/local/lib/python3.11/dist-packages/triton/compiler/compiler.py",
+                                      line=374, function="_init_handles")])
+    site = locate_failure(f, Environment(engine="triton", version="2.45.0"), shipped())[0]
+    assert (site.in_version, site.line_versions, site.release) == (None, "3.0.0-3.1.0", "3.1.0")
+
+
+def test_the_triton_message_without_a_traceback_and_a_near_miss(tmp_path):
+    # the exception line as https://github.com/vllm-project/vllm/pull/11584 quotes it (Pascal, vLLM)
+    line = OOR.format(65536, 49152)
+    sites = _raised(_log(tmp_path, "INFO 12-28 10:00:00 api_server.py:651] vLLM API server version 0.6.5", line))
+    assert [(s["file"], s["function"]) for s in sites] == [("triton/compiler/compiler.py", "CompiledKernel._init_handles")]
+    # the class's own text with another tail: no release prints it
+    near = "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 65536, Hardware limit: 49152."
+    assert _raised(_log(tmp_path, near, "INFO 12-28 10:00:01 launcher.py:40] Shutting down", name="near.log")) == []
+
+
+def test_a_triton_message_from_its_runtime_and_a_backend_file_links_to_the_repository_folder(tmp_path):
+    """`RuntimeError: Failed to find C compiler...` as https://github.com/thu-ml/SageAttention/issues/7
+    shows it (a Windows path: its line 52 is no PyPI release's), and `libcuda.so cannot found!` as
+    https://github.com/unslothai/unsloth/issues/679 shows it: 3.0 on raise it in the NVIDIA backend's
+    driver.py, which the wheel has at triton/backends/nvidia/ and the repository at
+    third_party/nvidia/backend/."""
+    log = _log(tmp_path,
+               '  File "D:\\CogVideoX\\CogVideo\\venv\\lib\\site-packages\\triton\\runtime\\build.py", line 52, in _build',
+               '    raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")',
+               "RuntimeError: Failed to find C compiler. Please specify via CC environment variable.")
+    sites = _raised(log)
+    assert [(s["file"], s["function"], s["versions"]) for s in sites] == [("triton/runtime/build.py", "_build", "3.0.0-3.3.1")]
+    assert sites[0]["line_versions"] is None
+    log = _log(tmp_path, "AssertionError: libcuda.so cannot found!",
+               "Possible files are located at ['/lib/x86_64-linux-gnu/libcuda.so.1'].Please create a symlink of "
+               "libcuda.so to any of the file.", "", name="libcuda.log")
+    by_file = {s["file"]: s for s in _raised(log)}
+    assert {"triton/backends/nvidia/driver.py", "triton/common/build.py"} <= set(by_file)
+    assert by_file["triton/backends/nvidia/driver.py"]["link"].startswith(
+        "https://github.com/triton-lang/triton/blob/v3.9.0/third_party/nvidia/backend/driver.py#L")
+    assert "/python/triton/common/build.py#L" in by_file["triton/common/build.py"]["link"]

@@ -131,3 +131,94 @@ def test_bare_asserts_are_read_with_their_function_and_only_when_whole_on_one_li
         ("ServerArgs.other", 12, "assert self.q is not None", "self.q is not None"),
         ("<module>", 13, "assert TOP", "TOP"),
     ]
+
+
+# Exception classes that build their own message: Triton's OutOfResources is raised as
+# `OutOfResources(self.metadata.shared, max_shared, "shared memory")` and prints "out of resource:
+# shared memory, Required: ..."; the text is in the class, not at the raise.
+OOR_STR = ("class OutOfResources(TritonError):\n"
+           "    def __init__(self, required, limit, name):\n"
+           "        self.required = required\n"
+           "        self.limit = limit\n"
+           "        self.name = name\n"
+           "    def __str__(self) -> str:\n"
+           "        return f\"out of resource: {self.name}, Required: {self.required}, Hardware limit: {self.limit}. \"\n")
+OOR_INIT = ("class OutOfResources(Exception):\n"
+            "    def __init__(self, required, limit, name):\n"
+            "        self.message = f'out of resource: {name}, '\\\n"
+            "                       f'Required: {required}, '\\\n"
+            "                       f'Hardware limit: {limit}'\n"
+            "        self.message += '. Reducing block sizes or `num_stages` may help.'\n"
+            "        super().__init__(self.message)\n")
+
+
+def test_an_exception_class_whose_str_builds_the_message_gives_it_at_its_definition_and_each_raise():
+    src = OOR_STR + ("def check(shared, max_shared):\n"
+                     "    if shared > max_shared:\n"
+                     "        raise OutOfResources(shared, max_shared, 'shared memory')\n")
+    got = sorted((m.function, m.line, m.template, m.condition) for m in extract(src))
+    assert got == [
+        ("OutOfResources.__str__", 7, f"out of resource: {HOLE}s, Required: {HOLE}s, Hardware limit: {HOLE}s.", ""),
+        ("check", 10, f"out of resource: shared memory, Required: {HOLE}s, Hardware limit: {HOLE}s.",
+         "shared > max_shared"),
+    ]
+    assert {m.exception for m in extract(src)} == {"OutOfResources"}
+
+
+def test_init_that_builds_self_message_and_passes_it_to_the_base_class():
+    # Triton 2.1's shape: self.message built over three f-strings and a +=, then super().__init__
+    src = OOR_INIT + "def f(n):\n    raise OutOfResources(n, 49152, name='shared memory')\n"
+    got = {m.function: m.template for m in extract(src)}
+    assert got == {
+        "OutOfResources.__init__": f"out of resource: {HOLE}s, Required: {HOLE}s, Hardware limit: {HOLE}s. "
+                                   "Reducing block sizes or `num_stages` may help.",
+        "f": f"out of resource: shared memory, Required: {HOLE}s, Hardware limit: 49152. "
+             "Reducing block sizes or `num_stages` may help.",
+    }
+
+
+def test_repr_conversion_defaults_and_a_message_that_is_only_the_argument():
+    src = ("class KernelError(RuntimeError):\n"
+           "    def __init__(self, kernel, reason='no reason given'):\n"
+           "        super().__init__(f'kernel {kernel!r} failed to compile: {reason}')\n"
+           "class Wrapped(Exception):\n"
+           "    def __init__(self, msg):\n"
+           "        super().__init__(msg)\n"
+           "def f(x):\n"
+           "    raise KernelError('fused_moe')\n"
+           "def g(x):\n"
+           "    raise Wrapped(f'the tokenizer has no chat template: {x}')\n")
+    got = {m.function: m.template for m in extract(src)}
+    assert got["f"] == "kernel 'fused_moe' failed to compile: no reason given"
+    assert got["KernelError.__init__"] == f"kernel {HOLE}s failed to compile: {HOLE}s"
+    assert got["g"] == f"the tokenizer has no chat template: {HOLE}s"  # as if Wrapped were ValueError
+    assert "Wrapped.__init__" not in got  # its definition has no text of its own
+
+
+def test_a_class_defined_in_another_file_is_joined_by_the_build():
+    """`raise Cls(...)` of a class another file defines: a `call` row with the arguments, joined
+    by scripts/build_atlas.py with the `class` row of the same release; `raise_(Cls(...))`
+    (Triton 3.5 on) is a raise too."""
+    from build_atlas import _joined_raises
+
+    def rows(src: str) -> list:
+        return [[m.kind, m.exception, m.template, m.function, m.line, m.condition, m.names]
+                + ([m.extra] if m.extra else []) for m in extract(src, deferred=True)]
+
+    errors = rows(OOR_STR)
+    compiler = rows("from ..runtime.autotuner import OutOfResources\n"
+                    "class CompiledKernel:\n"
+                    "    def _init_handles(self):\n"
+                    "        if self.metadata.shared > max_shared:\n"
+                    "            raise_(OutOfResources(self.metadata.shared, max_shared, 'shared memory'))\n"
+                    "        raise copy.deepcopy(err)\n")
+    assert [r[:2] for r in compiler] == [["call", "OutOfResources"]]  # deepcopy is no class
+    got = _joined_raises([("triton/runtime/errors.py", errors), ("triton/compiler/compiler.py", compiler)])
+    assert got == [("OutOfResources", "triton/compiler/compiler.py", "CompiledKernel._init_handles", 5,
+                    "self.metadata.shared > max_shared", [],
+                    f"out of resource: shared memory, Required: {HOLE}s, Hardware limit: {HOLE}s.")]
+    # the same class name with another message in a third file: which one is raised is not known
+    other = rows(OOR_STR.replace("out of resource", "resource exhausted"))
+    assert _joined_raises([("a/errors.py", errors), ("b/errors.py", other), ("c.py", compiler)]) == []
+    # the same definition in two files (Triton 2.x has OutOfResources in errors.py and autotuner.py)
+    assert len(_joined_raises([("a/errors.py", errors), ("b/autotuner.py", errors), ("c.py", compiler)])) == 1

@@ -195,9 +195,18 @@ class PackageInfo:
     repo_prefix: str
     tag: str
     engine: bool  # an engine (its messages are located only in its own logs) or a library
+    # (wheel path prefix, repository path prefix) for files the build copies into the wheel from
+    # elsewhere in the repository (Triton's third_party/nvidia/backend/ -> triton/backends/nvidia/)
+    paths: tuple[tuple[str, str], ...] = ()
+
+    def repo_path(self, file: str) -> str:
+        for wheel_prefix, repo_prefix in self.paths:
+            if file.startswith(wheel_prefix):
+                return repo_prefix + file[len(wheel_prefix):]
+        return self.repo_prefix + file
 
     def link(self, version: str, file: str, line: int) -> str:
-        return f"https://github.com/{self.repo}/blob/{self.tag.format(version=version)}/{self.repo_prefix}{file}#L{line}"
+        return f"https://github.com/{self.repo}/blob/{self.tag.format(version=version)}/{self.repo_path(file)}#L{line}"
 
 
 @dataclass
@@ -223,7 +232,8 @@ class Atlas:
             raise ValueError(f"{path}: atlas format {header.get('format')}, this triage reads {FORMAT}")
         header["data_start"] = len(MAGIC) + 8 + size
         pkgs = {n: PackageInfo(name=n, versions=p["versions"], repo=p["repo"], repo_prefix=p["repo_prefix"],
-                               tag=p["tag"], engine=p["engine"]) for n, p in header["packages"].items()}
+                               tag=p["tag"], engine=p["engine"], paths=tuple(map(tuple, p.get("paths", ()))))
+                for n, p in header["packages"].items()}
         return cls(path=path, header=header, packages=pkgs, keys=frozenset(header["keys"].split()))
 
     def shard(self, no: int) -> dict[str, list]:

@@ -377,10 +377,13 @@ def _affects(site: RaisedAt) -> str | None:
     from triage.catalogue.atlas import shipped
 
     atlas = shipped()
+    pkg = atlas.packages.get(site.package) if atlas else None
+    if pkg is not None and not pkg.engine:
+        return None  # a library's releases (the Triton compiler's 3.1.0) are not the engine's (Triton server's)
     spans = [p.strip() for p in ranges.split(",")]
     first = spans[0].split("-", 1)[0]
     last = spans[-1].split("-", 1)[-1]
-    newest = atlas.packages[site.package].versions[-1] if atlas and site.package in atlas.packages else None
+    newest = pkg.versions[-1] if pkg is not None else None
     return f">={first}" if last == newest else f">={first},<={last}"
 
 

@@ -40,6 +40,7 @@ _TRAIL = r"[\s.:;,!)\]'\"]*"
 # ("'X' object has no attribute 'y'" quotes nothing)
 _QUOTED = re.compile(r"(?:\b(?P<exc>[A-Z]\w*(?:Error|Exception))\()?(?P<q>['\"])(?P<msg>[^'\"\s][^'\"]{14,}?[^'\"\s])(?P=q)")
 _EXC_CLASS = re.compile(r"(Error|Exception|Interrupt|Exit|Warning)$")
+_DOTTED_EXC = re.compile(r"(?:[a-z_]\w*\.)+([A-Z]\w*): ")  # module.path.ClassName: message
 # with a traceback, a site off its stack still counts for a long message raised as the class
 # the log shows (a pasted traceback often lacks its innermost frames); a short one does not
 OFF_STACK_LITERAL = 40
@@ -117,6 +118,12 @@ def locate_failure(f: Failure, env: Environment, atlas: Atlas, lines: Mapping[in
         parts = _string_tuple(first_line(msg or "").strip())
         if parts:
             texts += [(exc, parts[0].strip(), own, False), (exc, "".join(parts).strip(), own, False)]
+    # an exception line the parser took for a logged error's text: the class's name ends in
+    # neither Error nor Exception ("triton.runtime.errors.OutOfResources: out of resource: ...")
+    for exc, msg, own, cut in list(texts):
+        m = _DOTTED_EXC.match(first_line(msg or ""))
+        if m and exc in ("", "Error"):  # "Error": the label of a logged error line, not a class
+            texts.append((m.group(1), msg[m.end():], own, cut))
     frames = [fr.file.replace("\\", "/") for fr in f.frames]
     frame_pkgs = {p for fr in frames for p in atlas.packages if f"/{p}/" in fr}
     seen: set[str] = set()
@@ -223,7 +230,7 @@ def _best(atlas: Atlas, exc: str, line: str, engine: str | None, frame_pkgs: set
         # ("Error" is the label of a logged error line, not a class)
         if t.exception[:1].islower() and short != "Error" and _EXC_CLASS.search(short) and matched < OFF_STACK_LITERAL:
             continue  # an exception's message is raised, not logged: a short logged text is a look-alike
-        score = matched + (0.5 if t.exception == short else 0) + (0.25 if pkg.name == engine else 0)
+        score = matched + (0.5 if t.exception == short else 0) + (0.25 if pkg.engine and pkg.name == engine else 0)
         scored.append((score, t, partial))
     if not scored:
         return []
@@ -337,7 +344,9 @@ def _sites(hits: list[tuple[Template, bool]], f: Failure, env: Environment, atla
     out: list[tuple[tuple, RaisedAt]] = []
     for t, partial in hits:
         pkg = atlas.packages[t.package]
-        vi = _release_index(pkg, env.version) if pkg.name == env.engine else None
+        # the log's version is the engine's: a library named like an engine (the Triton compiler,
+        # `triton`, and the Triton Inference Server, engine `triton`) is not picked by it
+        vi = _release_index(pkg, env.version) if pkg.engine and pkg.name == env.engine else None
         everywhere = span_text(pkg.versions, [i for s in t.sites for i in s.releases()])
         for s in t.sites:
             idx = s.releases()
