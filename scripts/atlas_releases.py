@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from packaging.version import InvalidVersion, Version
 
+from triage.catalogue.atlas import repo_path
+
 
 @dataclass(frozen=True)
 class Package:
@@ -50,15 +52,6 @@ class Package:
     def link(self, version: str, wheel_path: str, line: int) -> str:
         tag = self.tag.format(version=version)
         return f"https://github.com/{self.repo}/blob/{tag}/{repo_path(self.repo_prefix, self.paths, wheel_path)}#L{line}"
-
-
-def repo_path(prefix: str, paths: tuple[tuple[str, str], ...], wheel_path: str) -> str:
-    """Where a wheel's file sits in its repository (triage/catalogue/atlas.py's PackageInfo.repo_path
-    reads the same pairs from the atlas's header)."""
-    for wheel_prefix, repo_prefix in paths:
-        if wheel_path.startswith(wheel_prefix):
-            return repo_prefix + wheel_path[len(wheel_prefix):]
-    return prefix + wheel_path
 
 
 PACKAGES: dict[str, Package] = {p.name: p for p in (

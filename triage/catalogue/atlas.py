@@ -187,6 +187,15 @@ class Template:
     sites: tuple[Site, ...]
 
 
+def repo_path(prefix: str, paths: tuple[tuple[str, str], ...], wheel_path: str) -> str:
+    """Where a wheel's file sits in its repository: under the first of `paths`' wheel prefixes
+    that matches, else under `prefix` (scripts/atlas_releases.py links with it too)."""
+    for wheel_prefix, repo_prefix in paths:
+        if wheel_path.startswith(wheel_prefix):
+            return repo_prefix + wheel_path[len(wheel_prefix):]
+    return prefix + wheel_path
+
+
 @dataclass
 class PackageInfo:
     name: str
@@ -200,10 +209,7 @@ class PackageInfo:
     paths: tuple[tuple[str, str], ...] = ()
 
     def repo_path(self, file: str) -> str:
-        for wheel_prefix, repo_prefix in self.paths:
-            if file.startswith(wheel_prefix):
-                return repo_prefix + file[len(wheel_prefix):]
-        return self.repo_prefix + file
+        return repo_path(self.repo_prefix, self.paths, file)
 
     def link(self, version: str, file: str, line: int) -> str:
         return f"https://github.com/{self.repo}/blob/{self.tag.format(version=version)}/{self.repo_path(file)}#L{line}"
