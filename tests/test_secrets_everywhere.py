@@ -208,11 +208,11 @@ def test_watch_timeout_last_lines(tmp_path, fmt):
     log.write_text("".join(f"[2025-01-01 00:00:00] starting with {' '.join(c)}\n" for c in chunks)
                    + "\n".join(wrapped_chain(WRAPPED)) + "\n")
     # the timeout is checked after each read, so the lines are all read first, however short it
-    # is: 0.2 s, not 1 s of sleeping per call
-    p = triage("watch", str(log), "--timeout", "0.2", "-f", fmt, ok=(3,))
+    # is: 0.01 s, not 0.2 s of polling (or 1 s of sleeping) per call
+    p = triage("watch", str(log), "--timeout", "0.01", "-f", fmt, ok=(3,))
     assert not leaks(p.stdout) and not leaks(p.stderr)
     assert "[REDACTED]" in p.stdout
-    kept = triage("watch", str(log), "--timeout", "0.2", "-f", fmt, "--no-redact", ok=(3,))
+    kept = triage("watch", str(log), "--timeout", "0.01", "-f", fmt, "--no-redact", ok=(3,))
     assert leaks(kept.stdout)
 
 
