@@ -27,10 +27,10 @@ def _make(tmp_path: Path, *args: str) -> bytes:
 
 
 SHAPES = {
-    "quiet": ("quiet", "--size-mb", "0.75"),
-    "noisy": ("noisy", "--size-mb", "0.75", "--tracebacks", "30"),
-    "long": ("long", "--size-mb", "0.75", "--long-every", "20", "--line-bytes", "40000"),
-    "vllm": ("vllm", "--size-mb", "0.75"),
+    "quiet": ("quiet", "--size-mb", "0.4"),
+    "noisy": ("noisy", "--size-mb", "0.4", "--tracebacks", "20"),
+    "long": ("long", "--size-mb", "0.5", "--long-every", "10", "--line-bytes", "34000"),
+    "vllm": ("vllm", "--size-mb", "0.4"),
 }
 
 
@@ -80,7 +80,7 @@ def test_both_plans_reach_every_line_with_a_word(catalogue, shape):
     assert len(plans) == 2 and len(plans[0]) == 1 and len(plans[1]) > 1, name
     want = _word_lines(pf, data)
     assert want, name
-    if name == "long":  # lines past the cap, whose words beyond it lead nowhere: ~14 of them in 0.75 MB
+    if name == "long":  # lines past the cap, whose words beyond it lead nowhere: ~12 of them in 0.5 MB
         assert sum(len(line) > LINE_CAP for line in data.split(b"\n")) >= 10
     hits = []
     for plan in plans:
