@@ -34,7 +34,7 @@ def _cat():  # noqa: ANN202 - loaded by the first test that runs, not when the s
 
 
 OPTS = Options(prefer_hyperscan=False, workers=1)
-# 150 examples in CI (with the slow tests), 50 in a plain `python -m pytest` (conftest)
+# 150 examples with the slow tests, 30 in a plain `python -m pytest` (conftest)
 PROFILE = settings(max_examples=property_examples(), deadline=None, derandomize=True, database=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 BOUND = 5.0  # CPU seconds for one example (wall time would fail on a loaded machine); the real cost is milliseconds

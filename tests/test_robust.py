@@ -403,9 +403,9 @@ def _lines_run(text: str, catalogue) -> tuple[int, int]:  # noqa: ANN001
 def test_distinct_tracebacks_cost_linear_work(catalogue):
     """failures.py's dedup and traceback.py's consensus scan were quadratic (10k tracebacks took
     over 170 s): doubling the tracebacks must not much more than double the work."""
-    small, n_small = _lines_run(_distinct_tracebacks(300), catalogue)
-    large, n_large = _lines_run(_distinct_tracebacks(600), catalogue)
-    assert n_small >= 300 and n_large >= 600
+    small, n_small = _lines_run(_distinct_tracebacks(200), catalogue)
+    large, n_large = _lines_run(_distinct_tracebacks(400), catalogue)
+    assert n_small >= 200 and n_large >= 400
     assert large / small < 2.3, (small, large)
 
 
