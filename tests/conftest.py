@@ -18,26 +18,33 @@ ROOT = Path(__file__).resolve().parents[1]
 TRACEBACK = "Traceback (most recent call last)"
 
 
-# The suite's target machine has two cores: two workers. Three kept both busy while one waited
-# on pip or Ray's start-up, but those tests are opt-in now (slow), and on 2026-12-03 the same
-# suite, run back to back on the shared two cores, took 80 s wall and 136 s CPU on three
-# workers, 60 s and 101 s on two: the same tests cost 30% more CPU with three processes on two
-# cores, and the third worker's start-up and collection come on top.
+# One worker per core, and one more: a tenth of the suite waits in real time (servers that
+# `run` supervises, signals, timeouts, grace periods), and the extra worker runs tests while
+# another waits. Measured back to back on the shared two cores on 2026-12-03 (evening), after
+# issue 35's fourth round: three workers 51.9 and 54.5 s wall at 99-104 s CPU, two 59.6 and 57.5 s
+# at 99-101 s. (Earlier the same day, with Ray and the venv install in the default run and the
+# CPU-heavy tests not yet cut, a third worker cost 30% more CPU and was slower: 80 s against 60.)
 MIN_CORES = 2
-WORKERS = 2
+EXTRA_WORKERS = 1
+MAX_WORKERS = 9
+
+
+def workers() -> int:
+    return min((os.cpu_count() or 1) + EXTRA_WORKERS, MAX_WORKERS)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """The whole suite (`python -m pytest` with no paths) runs on two workers when pytest-xdist
-    is installed (the `test` extra has it) and there are two cores or more. Without
+    """The whole suite (`python -m pytest` with no paths) runs on one worker per core and one
+    more (three on two cores) when pytest-xdist is installed (the `test` extra has it) and there
+    are two cores or more. Without
     xdist, with -n given, with paths given (one file while developing: starting workers costs
     more than it saves) or inside a worker, this does nothing and the run is serial."""
     if (not config.pluginmanager.hasplugin("xdist") or getattr(config.option, "numprocesses", 0) is not None
             or hasattr(config, "workerinput") or config.args_source != pytest.Config.ArgsSource.TESTPATHS
             or (os.cpu_count() or 1) < MIN_CORES or config.option.collectonly):
         return
-    config.option.numprocesses = WORKERS
+    config.option.numprocesses = workers()
     config.option.dist = "loadfile"  # a file's module fixtures (a 100 MB log, reports) are made once
     # files are handed out in the order of pytest_collection_modifyitems below (the longest
     # first), not xdist's default of the most tests first, which left the two slowest files
@@ -45,16 +52,18 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     config.option.loadscopereorder = False
 
 
-# The files that take longest (CPU and waiting, measured per test on 2026-12-03 after issue 35's
-# last round), in that order: handed out first, they overlap with the many short files instead
+# The files that take longest (CPU and waiting, measured per test on 2026-12-03, evening, on three
+# workers), in that order: handed out first, they overlap with the many short files instead
 # of ending the run alone. test_install and test_fleet_ray (slow: skipped unless --slow or
 # TRIAGE_SLOW=1) mostly wait on pip and Ray, so they go first when they run. Any file not
 # listed follows in collection order.
-LONGEST_FIRST = ("test_install.py", "test_fleet_ray.py", "test_robust.py", "test_catalogue.py",
-                 "test_conventions.py", "test_hardening.py", "test_secret_rules.py", "test_nothing_lost.py",
-                 "test_gate_plans.py", "test_secrets_everywhere.py", "test_load_probe.py", "test_bench_smoke.py",
-                 "test_advice_fits.py", "test_scan.py", "test_golden.py", "test_fleet.py", "test_retry.py",
-                 "test_properties.py", "test_watch.py")
+LONGEST_FIRST = ("test_install.py", "test_fleet_ray.py", "test_robust.py", "test_conventions.py",
+                 "test_secrets_everywhere.py", "test_catalogue.py", "test_nothing_lost.py", "test_hardening.py",
+                 "test_scan.py", "test_golden.py", "test_retry.py", "test_secret_rules.py", "test_fleet.py",
+                 "test_backtest.py", "test_gate_plans.py", "test_load_probe.py", "test_cli.py", "test_atlas.py",
+                 "test_html_format.py", "test_prefill_window.py", "test_properties.py", "test_detection.py",
+                 "test_installed_in_a_checkout.py", "test_watch.py", "test_bench_smoke.py", "test_corpus.py",
+                 "test_side_effects.py", "test_startup.py")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
