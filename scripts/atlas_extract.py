@@ -25,6 +25,14 @@ _MESSAGE_ATTRS = ("message", "msg")
 # a module of exception classes: a call of a name imported from it builds an exception
 _RAISER = re.compile(r"(?i)(?:^|_)raise(?:_|$)")  # raise_(exc), _raise_error(exc)
 _ERRORS_MODULE = re.compile(r"(?i)(?:^|\.)\w*(?:errors?|exceptions?)$")
+MIN_TEXT = 8  # literal characters a message needs to tell where it came from
+
+
+def says_enough(text: str) -> bool:
+    """The template has MIN_TEXT literal characters or more (its holes not counted)."""
+    return len(re.sub(f"{HOLE}[sdf]", "", text).strip()) >= MIN_TEXT
+
+
 LOG_LEVELS = {"error", "exception", "critical", "fatal"}
 LOGGER_NAMES = re.compile(r"(?i)^_?(logger|log|logging|LOGGER|_LOGGER|init_logger)$")
 # an attribute chain through one of these names reads a setting (server_args.x, self.config.y,
@@ -267,7 +275,7 @@ def _class_message(init: ast.FunctionDef | None, strm: ast.FunctionDef | None, p
                    attrs: dict[str, list[ast.expr]]) -> list[tuple[str, ast.AST]]:
     """(template with PARAM markers, the node it comes from) of a class's message."""
     def usable(text: str | None) -> bool:
-        return text is not None and (PARAM in text or len(re.sub(f"{HOLE}[sdf]", "", text).strip()) >= 8)
+        return text is not None and (PARAM in text or says_enough(text))
 
     if strm is not None:
         t = _Templater(_local_strings(strm), params, attrs)
@@ -333,12 +341,11 @@ def exception_classes(tree: ast.AST) -> dict[str, ExcClass]:
             pos = [x.arg for x in (*a.posonlyargs, *a.args)][1:]
             params = pos + [x.arg for x in a.kwonlyargs]
             positional = len(pos)
-            for pname, d in zip(pos[len(pos) - len(a.defaults):], a.defaults, strict=True):
+            with_defaults = [*zip(pos[len(pos) - len(a.defaults):], a.defaults, strict=True),
+                             *((k.arg, d) for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True))]
+            for pname, d in with_defaults:
                 if isinstance(d, ast.Constant) and d.value is not None:
                     defaults[pname] = _arg(d, _Templater({}))
-            for kwarg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-                if isinstance(d, ast.Constant) and d.value is not None:
-                    defaults[kwarg.arg] = _arg(d, _Templater({}))
             attrs = _self_attrs(init)
         got = _class_message(init, strm, {p: i for i, p in enumerate(params)}, attrs)
         if not got or len(params) > 99:
@@ -420,8 +427,7 @@ class _Walker(ast.NodeVisitor):
 
     def _emit_text(self, kind: str, exc: str, text: str, line: int, cond: str, nodes: list[ast.expr],
                    extra: dict | None = None) -> None:
-        literal = re.sub(f"{HOLE}[sdf]", "", text)
-        if kind != "call" and len(literal.strip()) < 8:
+        if kind != "call" and not says_enough(text):
             return
         self.out.append(Message(kind=kind, exception=exc, template=text, function=".".join(self.scope) or "<module>",
                                 line=line, condition=cond, extra=extra or {},
@@ -528,7 +534,7 @@ def extract(source: str | bytes, deferred: bool = False) -> list[Message]:
         info = {"params": cls.params, "positional": cls.positional, "defaults": cls.defaults}
         for template, func, line in cls.templates:
             text = unbound(template)
-            if len(re.sub(f"{HOLE}[sdf]", "", text).strip()) >= 8:
+            if says_enough(text):
                 w.out.append(Message(kind="raise", exception=cls.name, template=text, function=func, line=line))
             if deferred:
                 w.out.append(Message(kind="class", exception=cls.name, template=template, function=func, line=line,

@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 from atlas_bare import bare_asserts  # noqa: E402
-from atlas_extract import _CONFIG_CLASS, HOLE, _names, bind, extract  # noqa: E402
+from atlas_extract import _CONFIG_CLASS, _names, bind, extract, says_enough  # noqa: E402
 from atlas_releases import PACKAGES  # noqa: E402
 
 from triage.catalogue import atlas  # noqa: E402
@@ -103,7 +103,7 @@ def _joined_raises(files: list[tuple[str, list]]) -> list[tuple[str, str, str, i
             _, exc, _, func, line, cond, nm, call = row
             for template, info in next(iter(defs[exc].values())):
                 text = bind(template, info["params"], info["positional"], info["defaults"], call["args"], call["kw"])
-                if len(re.sub(f"{HOLE}[sdf]", "", text).strip()) >= 8:
+                if says_enough(text):
                     out.append((exc, path, func, line, cond, nm, text))
     return out
 
