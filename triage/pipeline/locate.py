@@ -272,11 +272,10 @@ def _words_shown(text: str, line: str, cut: bool) -> bool:
 def _match(text: str, line: str, at_end: bool = False) -> tuple[int, bool] | None:
     """(literal characters matched, cut off?) when the template gives this message line
     (`at_end`: the line may have been cut off at any length: the log's last line, a message
-    whose continuation lines were not kept)."""
+    whose continuation lines were not kept). Its one caller, _best, has already checked that
+    the line shows the template's words (_words_shown)."""
     cut = at_end or _cut_off(line)
     head = first_line(text)
-    if not _words_shown(text, line, cut):
-        return None
     if _compiled(text, None).fullmatch(line):
         return len(literal(head)), False
     if not cut:
