@@ -115,24 +115,25 @@ class Catalogue:
             self.workarounds = LazyMap(items=self.workarounds)
 
     def keywords(self) -> frozenset[str]:
-        self.keyword_index()
-        return self.__dict__["_keyword_memo"][2]
+        return self._keywords()[1]
 
     def keyword_index(self) -> dict[str, list[Signature]]:
-        """The signatures that carry each keyword, made once per state of `signatures`: a
-        `catalogue check` analyses 1,300 examples with one catalogue, and making the index for each
-        was a quarter of its time. Signatures are only ever added to a catalogue (loading,
-        merging), so the dict and its length tell its state; the memo holds the dict, so its id
-        cannot be reused while the memo is kept."""
-        key = (self.signatures, len(self.signatures))
+        return self._keywords()[0]
+
+    def _keywords(self) -> tuple[dict[str, list[Signature]], frozenset[str]]:
+        """The signatures that carry each keyword, and the keywords (what the prefilter is keyed
+        by), made once per state of `signatures`: a `catalogue check` analyses 1,300 examples
+        with one catalogue, and making the index for each was a quarter of its time. Signatures
+        are only ever added to a catalogue (loading, merging), so the dict and its length tell
+        its state; the memo holds the dict, so its id cannot be reused while the memo is kept."""
         memo = self.__dict__.get("_keyword_memo")
-        if memo is None or memo[0][0] is not key[0] or memo[0][1] != key[1]:
+        if memo is None or memo[0] is not self.signatures or memo[1] != len(self.signatures):
             index: dict[str, list[Signature]] = {}
             for s in self.signatures.values():
                 for k in s.keywords:
                     index.setdefault(k, []).append(s)
-            memo = self.__dict__["_keyword_memo"] = (key, index, frozenset(index))
-        return memo[1]
+            memo = self.__dict__["_keyword_memo"] = (self.signatures, len(self.signatures), index, frozenset(index))
+        return memo[2], memo[3]
 
     def __getstate__(self) -> dict[str, Any]:
         # sent to a backtest's worker processes: the memo is rebuilt there, not pickled

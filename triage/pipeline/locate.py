@@ -121,9 +121,9 @@ def locate_failure(f: Failure, env: Environment, atlas: Atlas, lines: Mapping[in
     # an exception line the parser took for a logged error's text: the class's name ends in
     # neither Error nor Exception ("triton.runtime.errors.OutOfResources: out of resource: ...")
     for exc, msg, own, cut in list(texts):
-        m = _DOTTED_EXC.match(first_line(msg or ""))
-        if m and exc in ("", "Error"):  # "Error": the label of a logged error line, not a class
-            texts.append((m.group(1), msg[m.end():], own, cut))
+        dotted = _DOTTED_EXC.match(first_line(msg or ""))
+        if dotted and exc in ("", "Error"):  # "Error": the label of a logged error line, not a class
+            texts.append((dotted.group(1), msg[dotted.end():], own, cut))
     frames = [fr.file.replace("\\", "/") for fr in f.frames]
     frame_pkgs = {p for fr in frames for p in atlas.packages if f"/{p}/" in fr}
     seen: set[str] = set()
